@@ -1,0 +1,1 @@
+"""The pgbus MCP server, imported as pgbus.mcp."""

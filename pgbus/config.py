@@ -1,0 +1,212 @@
+"""One settings object: defaults, validation, and `pgbus.configure(...)`.
+
+Every setting is validated when it is set: a wrong type or value raises ConfigurationError
+naming the setting and why, and leaves the current settings unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from pgbus.errors import ConfigurationError
+
+Check = Callable[[str, Any], Any]
+
+
+def _duration(name: str, value: Any) -> timedelta:
+    """A timedelta, or seconds as a number; never negative."""
+    if isinstance(value, bool) or not isinstance(value, timedelta | int | float):
+        raise ConfigurationError(name, f"must be a timedelta or seconds, got {value!r}")
+    td = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    if td < timedelta(0):
+        raise ConfigurationError(name, f"must not be negative, got {value!r}")
+    return td
+
+
+def _positive_duration(name: str, value: Any) -> timedelta:
+    td = _duration(name, value)
+    if td == timedelta(0):
+        raise ConfigurationError(name, "must be longer than zero")
+    return td
+
+
+def _int_at_least(low: int) -> Check:
+    def check(name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(name, f"must be a whole number, got {value!r}")
+        if value < low:
+            raise ConfigurationError(name, f"must be at least {low}, got {value}")
+        return value
+
+    return check
+
+
+def _fraction(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ConfigurationError(name, f"must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def _boolean(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(name, f"must be True or False, got {value!r}")
+    return value
+
+
+def _optional_text(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(name, f"must be a non-empty string or None, got {value!r}")
+    return value.strip()
+
+
+def _database_url(name: str, value: Any) -> str | None:
+    url = _optional_text(name, value)
+    if url is not None and not re.match(r"^postgres(ql)?://", url):
+        raise ConfigurationError(name, "must be a postgresql:// URL")
+    return url
+
+
+def _queue_word(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,15}", value):
+        raise ConfigurationError(
+            name,
+            f"must be 1-16 lowercase letters, digits or _, starting with a letter, got {value!r}",
+        )
+    return value
+
+
+def _choice(*allowed: str) -> Check:
+    def check(name: str, value: Any) -> str:
+        if value not in allowed:
+            raise ConfigurationError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
+        return value
+
+    return check
+
+
+def _callables(name: str, value: Any) -> tuple[Callable[..., Any], ...]:
+    items = tuple(value) if isinstance(value, list | tuple) else None
+    if items is None or not all(callable(f) for f in items):
+        raise ConfigurationError(name, "must be a list of callables taking (exception, context)")
+    return items
+
+
+def _workers(name: str, value: Any) -> tuple[dict[str, Any], ...]:
+    """[{"queues": ["default"], "threads": 5}, ...]: one worker process each."""
+    if not isinstance(value, list | tuple) or not value:
+        raise ConfigurationError(
+            name, "must be a non-empty list of {'queues': [...], 'threads': n}"
+        )
+    out = []
+    for i, w in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(w, dict) or set(w) - {"queues", "threads"}:
+            raise ConfigurationError(where, "must be a dict with keys 'queues' and 'threads'")
+        queues = w.get("queues", ["default"])
+        if isinstance(queues, str) or not queues or not all(isinstance(q, str) for q in queues):
+            raise ConfigurationError(f"{where}.queues", "must be a non-empty list of queue names")
+        threads = _int_at_least(1)(f"{where}.threads", w.get("threads", 5))
+        out.append({"queues": list(queues), "threads": threads})
+    return tuple(out)
+
+
+def _setting(default: Any, check: Check) -> Any:
+    return dataclasses.field(default=default, metadata={"check": check})
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """pgbus settings. Read the current ones with `pgbus.settings()`."""
+
+    database_url: str | None = _setting(None, _database_url)
+    pool_size: int = _setting(10, _int_at_least(1))
+    queue_prefix: str = _setting("pgbus", _queue_word)
+    default_queue: str = _setting("default", _queue_word)
+    visibility_timeout: timedelta = _setting(timedelta(seconds=30), _positive_duration)
+    max_retries: int = _setting(5, _int_at_least(0))
+    retry_backoff_base: timedelta = _setting(timedelta(seconds=5), _duration)
+    retry_backoff_max: timedelta = _setting(timedelta(seconds=300), _duration)
+    retry_backoff_jitter: float = _setting(0.15, _fraction)
+    polling_interval: timedelta = _setting(timedelta(seconds=1), _positive_duration)
+    listen_notify: bool = _setting(True, _boolean)
+    workers: tuple[dict[str, Any], ...] = _setting(
+        ({"queues": ["default"], "threads": 5},), _workers
+    )
+    drain_timeout: timedelta = _setting(timedelta(seconds=30), _duration)
+    dispatch_interval: timedelta = _setting(timedelta(seconds=1), _positive_duration)
+    heartbeat_interval: timedelta = _setting(timedelta(seconds=10), _positive_duration)
+    stale_process_threshold: timedelta = _setting(timedelta(seconds=300), _positive_duration)
+    stats_enabled: bool = _setting(True, _boolean)
+    stats_retention: timedelta = _setting(timedelta(days=30), _positive_duration)
+    app_revision: str | None = _setting(None, _optional_text)
+    error_reporters: tuple[Callable[..., Any], ...] = _setting((), _callables)
+    metrics_backend: str | None = _setting(
+        None, lambda n, v: None if v is None else _choice("prometheus", "statsd")(n, v)
+    )
+    statsd_host: str = _setting("127.0.0.1", lambda n, v: _optional_text(n, v) or "127.0.0.1")
+    statsd_port: int = _setting(8125, _int_at_least(1))
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = f.metadata["check"](f.name, getattr(self, f.name))
+            object.__setattr__(self, f.name, value)
+        if self.retry_backoff_base > self.retry_backoff_max:
+            raise ConfigurationError("retry_backoff_base", "must not exceed retry_backoff_max")
+
+    def revision(self) -> str | None:
+        """The app revision stamped on processes and step attempts."""
+        if self.app_revision:
+            return self.app_revision
+        env = os.environ.get("PGBUS_REVISION", "").strip()
+        if env:
+            return env
+        try:
+            with open("REVISION", encoding="utf-8") as fh:
+                return fh.readline().strip() or None
+        except OSError:
+            return None
+
+    def dsn(self) -> str:
+        """The database URL: the setting, else PGBUS_DATABASE_URL."""
+        url = self.database_url or _database_url(
+            "PGBUS_DATABASE_URL", os.environ.get("PGBUS_DATABASE_URL") or None
+        )
+        if not url:
+            raise ConfigurationError(
+                "database_url",
+                "is not set: set PGBUS_DATABASE_URL or pgbus.configure(database_url=...)",
+            )
+        return url
+
+
+_current = Settings()
+
+
+def settings() -> Settings:
+    """The settings in force."""
+    return _current
+
+
+def configure(**changes: Any) -> Settings:
+    """Change settings; all are validated before any takes effect."""
+    global _current
+    known = {f.name for f in dataclasses.fields(Settings)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ConfigurationError(unknown[0], "is not a pgbus setting")
+    _current = dataclasses.replace(_current, **changes)
+    return _current
+
+
+def reset() -> Settings:
+    """Back to the defaults (tests use this)."""
+    global _current
+    _current = Settings()
+    return _current

@@ -1,0 +1,104 @@
+"""Helpers for tests: real subprocesses, waiting on conditions with a deadline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def database_url(admin_url: str, name: str) -> str:
+    return urlunsplit(urlsplit(admin_url)._replace(path="/" + name))
+
+
+def wait_until(
+    predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = ""
+) -> T:
+    """The predicate's first truthy value; AssertionError when the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+def run_pgbus(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`pgbus ARGS` as a real process; returns its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "pgbus.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
+
+
+class Process:
+    """A real child process (a worker, the supervisor...) whose output goes to a file."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+        self.log = Path(tempfile.mkstemp(prefix="pgbus-proc-", suffix=".log")[1])
+        self._fh = self.log.open("w")
+        self.popen = subprocess.Popen(
+            list(argv),
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            cwd=ROOT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def output(self) -> str:
+        self._fh.flush()
+        return self.log.read_text(errors="replace")
+
+    def wait_for_output(self, text: str, timeout: float = 15.0) -> None:
+        wait_until(
+            lambda: text in self.output() or self.popen.poll() is not None, timeout, what=text
+        )
+        if text not in self.output():
+            raise AssertionError(
+                f"process exited ({self.popen.returncode}) before printing {text!r}:\n{self.output()}"
+            )
+
+    def signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, sig)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        return self.popen.wait(timeout)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL of the whole process group if it lingers."""
+        if self.popen.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(5)
+        self._fh.close()
+
+
+def pgbus_process(*args: str, env: dict[str, str] | None = None) -> Process:
+    return Process([sys.executable, "-m", "pgbus.cli", *args], env=env)

@@ -1,0 +1,94 @@
+from datetime import timedelta
+
+import pytest
+
+import pgbus
+from pgbus.config import Settings, configure, reset, settings
+from pgbus.errors import ConfigurationError
+
+
+@pytest.fixture(autouse=True)
+def _defaults():
+    reset()
+    yield
+    reset()
+
+
+def test_defaults_are_valid():
+    s = Settings()
+    assert s.queue_prefix == "pgbus"
+    assert s.visibility_timeout == timedelta(seconds=30)
+    assert s.max_retries == 5
+
+
+def test_numbers_become_durations():
+    configure(visibility_timeout=12.5)
+    assert settings().visibility_timeout == timedelta(seconds=12.5)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("visibility_timeout", -1, "must not be negative"),
+        ("visibility_timeout", 0, "longer than zero"),
+        ("visibility_timeout", "30s", "timedelta or seconds"),
+        ("max_retries", 2.5, "whole number"),
+        ("max_retries", True, "whole number"),
+        ("max_retries", -1, "at least 0"),
+        ("retry_backoff_jitter", 2, "from 0 to 1"),
+        ("queue_prefix", "Bad-Prefix", "lowercase"),
+        ("database_url", "mysql://x", "postgresql://"),
+        ("listen_notify", "yes", "True or False"),
+        ("error_reporters", [print, 3], "callables"),
+        ("metrics_backend", "graphite", "one of prometheus, statsd"),
+        ("workers", [{"queues": "default"}], "list of queue names"),
+        ("workers", [{"queues": ["a"], "threads": 0}], "at least 1"),
+        ("workers", [{"queue": ["a"]}], "keys 'queues' and 'threads'"),
+    ],
+)
+def test_bad_values_are_named_and_change_nothing(name, value, words):
+    before = settings()
+    with pytest.raises(ConfigurationError) as err:
+        configure(**{name: value})
+    assert err.value.setting.startswith(name)
+    assert words in str(err.value)
+    assert settings() is before
+
+
+def test_unknown_setting_is_refused():
+    with pytest.raises(ConfigurationError, match="'colour' is not a pgbus setting"):
+        configure(colour="blue")
+
+
+def test_cross_field_rule():
+    with pytest.raises(ConfigurationError, match="retry_backoff_base"):
+        configure(retry_backoff_base=600)
+
+
+def test_dsn_from_environment(monkeypatch):
+    monkeypatch.setenv("PGBUS_DATABASE_URL", "postgresql://u@h/d")
+    assert settings().dsn() == "postgresql://u@h/d"
+    configure(database_url="postgres://x@y/z")
+    assert settings().dsn() == "postgres://x@y/z"
+
+
+def test_missing_dsn_is_a_named_error(monkeypatch):
+    monkeypatch.delenv("PGBUS_DATABASE_URL", raising=False)
+    with pytest.raises(ConfigurationError, match="PGBUS_DATABASE_URL"):
+        settings().dsn()
+
+
+def test_revision_precedence(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PGBUS_REVISION", raising=False)
+    assert settings().revision() is None
+    (tmp_path / "REVISION").write_text("abc123\n")
+    assert settings().revision() == "abc123"
+    monkeypatch.setenv("PGBUS_REVISION", "env-rev")
+    assert settings().revision() == "env-rev"
+    configure(app_revision="set-rev")
+    assert settings().revision() == "set-rev"
+
+
+def test_package_exports_configure():
+    assert pgbus.configure is configure

@@ -1,0 +1,61 @@
+import subprocess
+
+from tests.py.support import ROOT, run_pgbus
+
+
+def test_doctor_on_an_unreachable_database():
+    r = run_pgbus("doctor", env={"PGBUS_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/nowhere"})
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("pgbus: cannot reach the database at 127.0.0.1:1/nowhere:")
+    assert "nobody" not in lines[0]
+
+
+def test_doctor_on_an_unmigrated_database(empty_db_url):
+    r = run_pgbus("doctor", env={"PGBUS_DATABASE_URL": empty_db_url})
+    assert r.returncode == 1
+    assert r.stderr.strip() == "pgbus doctor: PGMQ is not installed: run `pgbus db migrate`"
+    assert "pending  0001_foundation" in r.stdout
+
+
+def test_doctor_on_pending_migrations(db_url):
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as c:
+        c.execute("DELETE FROM pgbus._yoyo_migration")
+    r = run_pgbus("doctor", env={"PGBUS_DATABASE_URL": db_url})
+    assert r.returncode == 1
+    assert r.stderr.strip() == "pgbus doctor: 1 pending migration(s): run `pgbus db migrate`"
+
+
+def test_doctor_on_a_ready_database(db_url):
+    r = run_pgbus("doctor", env={"PGBUS_DATABASE_URL": db_url})
+    assert r.returncode == 0, r.stderr
+    assert "PostgreSQL: " in r.stdout
+    assert "PGMQ: sql (1.13.0)" in r.stdout
+    assert r.stdout.strip().endswith("pgbus doctor: ready")
+
+
+def test_missing_database_url_is_one_line(monkeypatch):
+    monkeypatch.delenv("PGBUS_DATABASE_URL", raising=False)
+    monkeypatch.delenv("PGBUS_TEST_ADMIN_URL", raising=False)
+    r = run_pgbus("doctor")
+    assert r.returncode == 1
+    assert r.stderr.strip() == (
+        "pgbus: pgbus setting 'database_url' is not set: set PGBUS_DATABASE_URL"
+        " or pgbus.configure(database_url=...)"
+    )
+
+
+def test_dev_server_script_without_postgresql():
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts/pg"), "start"],
+        env={"PATH": "/usr/bin:/bin", "PGBUS_PG_SEARCH": "/nonexistent"},
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1
+    assert "no PostgreSQL server found" in r.stderr
+    assert "PGBUS_DATABASE_URL" in r.stderr

@@ -1,0 +1,1 @@
+"""The pgbus dashboard (Starlette + Jinja2), imported as pgbus.web."""
