@@ -1,16 +1,28 @@
 """pgbus: durable workflows and a job queue inside PostgreSQL, on PGMQ."""
 
+from pgbus.batches import Batch, batch
 from pgbus.config import Settings, configure, settings
 from pgbus.errors import ConfigurationError, DatabaseUnreachable, PgbusError, SchemaNotReady
+from pgbus.instrumentation import subscribe
+from pgbus.jobs import Job, JobOptions, UnknownJobClass, job
+from pgbus.serialization import SerializationError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Batch",
     "ConfigurationError",
     "DatabaseUnreachable",
+    "Job",
+    "JobOptions",
     "PgbusError",
     "SchemaNotReady",
+    "SerializationError",
     "Settings",
+    "UnknownJobClass",
+    "batch",
     "configure",
+    "job",
     "settings",
+    "subscribe",
 ]

@@ -46,6 +46,48 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_app(args: argparse.Namespace) -> None:
+    """Imports the modules that define the app's jobs and call pgbus.configure()."""
+    import importlib
+
+    for name in args.imports:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise PgbusError(f"cannot import {name!r}: {exc}") from exc
+
+
+def _logging() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from pgbus.worker import Worker
+
+    _logging()
+    _import_app(args)
+    queues = [q for q in args.queues.split(",") if q.strip()] or [settings().default_queue]
+    return Worker(queues, threads=args.threads).run()
+
+
+def cmd_dispatcher(args: argparse.Namespace) -> int:
+    from pgbus.dispatcher import Dispatcher
+
+    _logging()
+    _import_app(args)
+    return Dispatcher().run()
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from pgbus.supervisor import Supervisor
+
+    _logging()
+    _import_app(args)
+    return Supervisor(args.imports, with_dispatcher=not args.no_dispatcher).run()
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pgbus.demo import run
 
@@ -67,6 +109,29 @@ def build_parser() -> argparse.ArgumentParser:
         run=cmd_status
     )
     sub.add_parser("doctor", help="check that the database is ready").set_defaults(run=cmd_doctor)
+    app = argparse.ArgumentParser(add_help=False)
+    app.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module defining jobs and calling pgbus.configure() (repeatable)",
+    )
+    start = sub.add_parser(
+        "start", parents=[app], help="run the configured workers and a dispatcher"
+    )
+    start.add_argument("--no-dispatcher", action="store_true", help="workers only")
+    start.set_defaults(run=cmd_start)
+    worker = sub.add_parser("worker", parents=[app], help="run one worker process")
+    worker.add_argument(
+        "--queues", default="", help="comma-separated queues (default: default_queue)"
+    )
+    worker.add_argument("--threads", type=int, default=5, help="jobs run at once (default 5)")
+    worker.set_defaults(run=cmd_worker)
+    sub.add_parser("dispatcher", parents=[app], help="run the maintenance process").set_defaults(
+        run=cmd_dispatcher
+    )
     demo = sub.add_parser("demo", help="run the sample workload against the database")
     demo.add_argument("--seconds", type=float, default=0, help="stop after this long (0: Ctrl-C)")
     demo.set_defaults(run=cmd_demo)

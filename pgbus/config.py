@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -129,6 +129,8 @@ class Settings:
     pool_size: int = _setting(10, _int_at_least(1))
     queue_prefix: str = _setting("pgbus", _queue_word)
     default_queue: str = _setting("default", _queue_word)
+    priority_levels: int = _setting(1, _int_at_least(1))
+    default_priority: int = _setting(1, _int_at_least(0))
     visibility_timeout: timedelta = _setting(timedelta(seconds=30), _positive_duration)
     max_retries: int = _setting(5, _int_at_least(0))
     retry_backoff_base: timedelta = _setting(timedelta(seconds=5), _duration)
@@ -157,6 +159,8 @@ class Settings:
         for f in dataclasses.fields(self):
             value = f.metadata["check"](f.name, getattr(self, f.name))
             object.__setattr__(self, f.name, value)
+        if self.priority_levels > 10:
+            raise ConfigurationError("priority_levels", "must be at most 10")
         if self.retry_backoff_base > self.retry_backoff_max:
             raise ConfigurationError("retry_backoff_base", "must not exceed retry_backoff_max")
 
@@ -186,11 +190,45 @@ class Settings:
         return url
 
 
-_current = Settings()
+# Settings that an environment variable PGBUS_<NAME> can set (the rest need Python values).
+_ENV_PARSERS: dict[type, Callable[[str], Any]] = {
+    bool: lambda v: {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}[
+        v.lower()
+    ],
+    int: int,
+    float: float,
+    timedelta: float,
+    str: str,
+}
+
+
+def from_environment(environ: Mapping[str, str] | None = None) -> Settings:
+    """Defaults overridden by PGBUS_<SETTING> variables (PGBUS_VISIBILITY_TIMEOUT=10, ...)."""
+    env = os.environ if environ is None else environ
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        raw = env.get(f"PGBUS_{f.name.upper()}")
+        default = f.default
+        parse = _ENV_PARSERS.get(type(default)) or (_ENV_PARSERS[str] if default is None else None)
+        if raw is None or parse is None or f.name == "database_url":
+            continue
+        try:
+            changes[f.name] = parse(raw.strip())
+        except (KeyError, ValueError):
+            raise ConfigurationError(
+                f.name, f"cannot be read from PGBUS_{f.name.upper()}={raw!r}"
+            ) from None
+    return Settings(**changes)
+
+
+_current: Settings | None = None  # read from the environment on first use
 
 
 def settings() -> Settings:
     """The settings in force."""
+    global _current
+    if _current is None:
+        _current = from_environment()
     return _current
 
 
@@ -201,12 +239,12 @@ def configure(**changes: Any) -> Settings:
     unknown = sorted(set(changes) - known)
     if unknown:
         raise ConfigurationError(unknown[0], "is not a pgbus setting")
-    _current = dataclasses.replace(_current, **changes)
+    _current = dataclasses.replace(settings(), **changes)
     return _current
 
 
 def reset() -> Settings:
-    """Back to the defaults (tests use this)."""
+    """Back to the defaults and the environment (tests use this)."""
     global _current
-    _current = Settings()
+    _current = from_environment()
     return _current

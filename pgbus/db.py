@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
 from pgbus.config import settings
@@ -51,6 +54,19 @@ def close_pool() -> None:
         if _pool is not None:
             _pool.close()
             _pool = None
+
+
+def atomic(conn: psycopg.Connection) -> AbstractContextManager[Any]:
+    """A block that commits or rolls back as one, without taking the commit from a caller.
+
+    On an autocommit connection it is a transaction (a savepoint inside the caller's own); on a
+    connection that manages its own transactions the block simply joins the open (or implicit)
+    transaction, which the caller commits or rolls back.
+    """
+    in_transaction = conn.info.transaction_status != TransactionStatus.IDLE
+    if conn.autocommit or in_transaction:
+        return conn.transaction()
+    return nullcontext()
 
 
 def first_line(exc: BaseException) -> str:

@@ -68,3 +68,13 @@ def db_url(template_name: str) -> Iterator[str]:
 def conn(db_url: str) -> Iterator[psycopg.Connection]:
     with psycopg.connect(db_url, autocommit=True) as c:
         yield c
+
+
+@pytest.fixture
+def effects(conn: psycopg.Connection) -> psycopg.Connection:
+    """A table the sample jobs write to; returns the test's connection."""
+    conn.execute(
+        "CREATE TABLE effects (id bigserial PRIMARY KEY, kind text NOT NULL, key text NOT NULL,"
+        " at timestamptz NOT NULL DEFAULT clock_timestamp())"
+    )
+    return conn

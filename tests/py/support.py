@@ -7,10 +7,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +21,30 @@ T = TypeVar("T")
 
 def database_url(admin_url: str, name: str) -> str:
     return urlunsplit(urlsplit(admin_url)._replace(path="/" + name))
+
+
+def count_effects(conn: Any, kind: str, key: str | None = None) -> int:
+    """Rows of the sample jobs' `effects` table of one kind (and key)."""
+    if key is None:
+        return conn.execute("SELECT count(*) FROM effects WHERE kind = %s", (kind,)).fetchone()[0]
+    return conn.execute(
+        "SELECT count(*) FROM effects WHERE kind = %s AND key = %s", (kind, key)
+    ).fetchone()[0]
+
+
+@contextmanager
+def running_worker(queues: Sequence[str] = ("default",), threads: int = 2) -> Iterator[Any]:
+    """A real Worker in this process, on a thread (fast); stopped and drained on exit."""
+    from pgbus.worker import Worker
+
+    w = Worker(list(queues), threads=threads)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    try:
+        yield w
+    finally:
+        w.stop()
+        t.join(30)
 
 
 def wait_until(

@@ -92,3 +92,39 @@ def test_revision_precedence(monkeypatch, tmp_path):
 
 def test_package_exports_configure():
     assert pgbus.configure is configure
+
+
+def test_settings_from_environment():
+    from pgbus.config import from_environment
+
+    s = from_environment(
+        {
+            "PGBUS_VISIBILITY_TIMEOUT": "2.5",
+            "PGBUS_MAX_RETRIES": "7",
+            "PGBUS_LISTEN_NOTIFY": "false",
+            "PGBUS_APP_REVISION": "r1",
+            "PGBUS_QUEUE_PREFIX": "app",
+        }
+    )
+    assert s.visibility_timeout == timedelta(seconds=2.5)
+    assert (s.max_retries, s.listen_notify, s.app_revision, s.queue_prefix) == (
+        7,
+        False,
+        "r1",
+        "app",
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"PGBUS_MAX_RETRIES": "many"}, "cannot be read from PGBUS_MAX_RETRIES='many'"),
+        ({"PGBUS_LISTEN_NOTIFY": "maybe"}, "PGBUS_LISTEN_NOTIFY"),
+        ({"PGBUS_MAX_RETRIES": "-3"}, "at least 0"),
+    ],
+)
+def test_bad_environment_values_are_named(env, words):
+    from pgbus.config import from_environment
+
+    with pytest.raises(ConfigurationError, match=words):
+        from_environment(env)

@@ -8,6 +8,8 @@ from pgbus import migrate
 from pgbus.errors import SchemaNotReady
 from tests.py.support import run_pgbus
 
+ALL = [m.id for m in migrate.read_migrations(str(migrate.MIGRATIONS_DIR))]
+
 
 def _catalog_snapshot(url):
     """Every pgbus/pgmq function and relation with its row version: any DDL changes it."""
@@ -25,7 +27,7 @@ def test_migrate_twice_changes_nothing(empty_db_url):
     first = migrate.migrate(empty_db_url)
     assert first.changed
     assert first.pgmq.startswith("installed")
-    assert first.applied == ["0001_foundation"]
+    assert first.applied == ALL
     assert first.code_reapplied
     before = _catalog_snapshot(empty_db_url)
 
@@ -55,7 +57,7 @@ def test_migrate_over_an_existing_sql_install_of_pgmq(empty_db_url):
         c.execute("SELECT pgmq.send('theirs', '{}')")
     report = migrate.migrate(empty_db_url)
     assert report.pgmq == "already installed (SQL)"
-    assert report.applied == ["0001_foundation"]
+    assert report.applied == ALL
     with psycopg.connect(empty_db_url) as c:
         assert c.execute("SELECT count(*) FROM pgmq.q_theirs").fetchone()[0] == 1
         # Installed by someone else: pgbus does not claim to know its version.
@@ -72,7 +74,7 @@ def test_two_processes_migrating_at_once(empty_db_url):
     assert sum("Applied migration 0001_foundation" in o for o in outputs) == 1
     assert sum("Nothing to do" in o for o in outputs) == 1
     with psycopg.connect(empty_db_url) as c:
-        assert c.execute("SELECT count(*) FROM pgbus._yoyo_migration").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM pgbus._yoyo_migration").fetchone()[0] == len(ALL)
         assert (
             c.execute("SELECT count(*) FROM pgbus.meta WHERE key = 'sql_digest'").fetchone()[0] == 1
         )
@@ -91,7 +93,7 @@ def test_changed_functions_are_reapplied(db_url):
 
 def test_status_of_an_unmigrated_database(empty_db_url):
     st = migrate.status(empty_db_url)
-    assert st.pending == ["0001_foundation"]
+    assert st.pending == ALL
     assert st.applied == []
     assert st.pgmq_installed_as == "missing"
     assert not st.up_to_date
@@ -99,7 +101,7 @@ def test_status_of_an_unmigrated_database(empty_db_url):
 
 def test_status_of_a_migrated_database(db_url):
     st = migrate.status(db_url)
-    assert [mid for mid, _ in st.applied] == ["0001_foundation"]
+    assert [mid for mid, _ in st.applied] == ALL
     assert st.pending == [] and st.up_to_date
     assert st.lines()[0] == "PGMQ: sql (1.13.0)"
 

@@ -1,0 +1,91 @@
+"""The dispatcher: periodic maintenance. Every duty is one SQL function (pg_cron can run them
+instead); the dispatcher only decides when, and reports failures without stopping."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pgbus.config import Settings, settings
+from pgbus.db import pool
+from pgbus.migrate import require_migration
+from pgbus.processes import ProcessRecord, orphaned
+from pgbus.reporting import report_error
+
+log = logging.getLogger("pgbus.dispatcher")
+
+
+@dataclasses.dataclass
+class Duty:
+    name: str
+    every: float  # seconds
+    statement: Callable[[Settings], tuple[str, tuple[Any, ...]]]
+    due_at: float = 0.0  # monotonic; 0 = at the first tick
+
+
+def default_duties() -> list[Duty]:
+    return [
+        Duty(
+            "prune_stale_processes",
+            60,
+            lambda s: ("SELECT pgbus.prune_stale_processes(%s)", (s.stale_process_threshold,)),
+        ),
+        Duty("cleanup_batches", 3600, lambda s: ("SELECT pgbus.cleanup_batches()", ())),
+        Duty(
+            "cleanup_job_stats",
+            3600,
+            lambda s: ("SELECT pgbus.cleanup_job_stats(%s)", (s.stats_retention,)),
+        ),
+    ]
+
+
+class Dispatcher:
+    def __init__(self, duties: list[Duty] | None = None) -> None:
+        self.duties = duties if duties is not None else default_duties()
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def tick(self) -> dict[str, int]:
+        """Runs the duties that are due; returns {duty: rows removed}. A failing duty is
+        reported and tried again at the next tick."""
+        done: dict[str, int] = {}
+        now = time.monotonic()
+        for duty in self.duties:
+            if duty.due_at > now:
+                continue
+            query, params = duty.statement(settings())
+            try:
+                with pool().connection() as c:
+                    done[duty.name] = c.execute(query, params).fetchone()[0]
+            except Exception as exc:
+                report_error(exc, {"action": "dispatcher_maintenance", "task": duty.name})
+                continue
+            duty.due_at = now + duty.every
+            if done[duty.name]:
+                log.info("%s: %d removed", duty.name, done[duty.name])
+        return done
+
+    def run(self) -> int:
+        with pool().connection() as c:
+            require_migration(c, "0002_jobs")
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop())
+        record = ProcessRecord("dispatcher", lambda: {"duties": [d.name for d in self.duties]})
+        record.start()
+        log.info("dispatcher started: %s", ", ".join(d.name for d in self.duties))
+        interval = settings().dispatch_interval.total_seconds()
+        try:
+            while not self._stopping.is_set() and not orphaned():
+                self.tick()
+                self._stopping.wait(interval)
+        finally:
+            record.stop()
+        return 0

@@ -1,0 +1,257 @@
+"""Jobs: a class with `perform`, or a decorated function, sent to a PGMQ queue.
+
+    class SendReceipt(pgbus.Job):
+        queue = "mail"
+        def perform(self, order_id): ...
+
+    SendReceipt.perform_later(42)
+    SendReceipt.set(wait=timedelta(minutes=5), priority=0).perform_later(42)
+    SendReceipt.perform_all_later([(1,), (2,)])  # one round trip
+
+`conn=` joins the caller's transaction: nothing is visible before it commits, nothing at all on
+rollback. Inside a running job, enqueues join the job's own transaction by default, so they
+commit together with the job's completion.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pgbus import queues
+from pgbus.config import settings
+from pgbus.db import pool
+from pgbus.errors import PgbusError
+from pgbus.instrumentation import emit
+from pgbus.serialization import dump_arguments
+
+_registry: dict[str, type[Job]] = {}
+
+# The connection of the job running on this thread: enqueues from inside a job join its
+# transaction.
+current_connection: contextvars.ContextVar[psycopg.Connection | None] = contextvars.ContextVar(
+    "pgbus_current_connection", default=None
+)
+
+
+class UnknownJobClass(PgbusError):
+    """A message names a job class this process has not imported."""
+
+    def __init__(self, name: str) -> None:
+        module = name.partition(":")[0]
+        super().__init__(
+            f"unknown job class {name!r}: import its module in the worker (pgbus start --import {module})"
+        )
+
+
+def job_class(name: str) -> type[Job]:
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownJobClass(name) from None
+
+
+@contextmanager
+def connection(conn: psycopg.Connection | None = None) -> Iterator[psycopg.Connection]:
+    """The caller's connection, the running job's, or one from the pool."""
+    given = conn or current_connection.get()
+    if given is not None:
+        yield given
+    else:
+        with pool().connection() as pooled:
+            yield pooled
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One job's arguments, for perform_all_later and batches."""
+
+    job: JobOptions
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobOptions:
+    """A job class with enqueue options: what `Job.set(...)` returns."""
+
+    job: type[Job]
+    queue: str | None = None
+    wait: timedelta | None = None
+    wait_until: datetime | None = None
+    priority: int | None = None
+
+    def physical_queue(self) -> str:
+        return queues.physical(
+            self.queue or self.job.queue,
+            self.priority if self.priority is not None else self.job.priority,
+        )
+
+    def run_at(self) -> datetime | None:
+        if self.wait_until is not None:
+            return self.wait_until
+        if self.wait is not None:
+            return datetime.now().astimezone() + self.wait
+        return None
+
+    def call(self, *args: Any, **kwargs: Any) -> Call:
+        return Call(self, args, kwargs)
+
+    def perform_later(
+        self, *args: Any, conn: psycopg.Connection | None = None, **kwargs: Any
+    ) -> int:
+        """Enqueue one job; returns its message id."""
+        return self.enqueue([self.call(*args, **kwargs)], conn=conn)[0]
+
+    def perform_all_later(
+        self, calls: Iterable[Call], conn: psycopg.Connection | None = None
+    ) -> list[int]:
+        return self.enqueue(list(calls), conn=conn)
+
+    def enqueue(
+        self,
+        calls: list[Call],
+        conn: psycopg.Connection | None = None,
+        batch_id: UUID | None = None,
+    ) -> list[int]:
+        """Sends the calls (all of this job and these options) in one statement."""
+        if not calls:
+            return []
+        arguments = [Jsonb(dump_arguments(c.args, c.kwargs)) for c in calls]
+        queue = self.physical_queue()
+        started = time.monotonic()
+        with connection(conn) as c:
+            ids = [
+                row[0]
+                for row in c.execute(
+                    "SELECT * FROM pgbus.enqueue(%s, %s, %s::jsonb[], %s, %s)",
+                    (queue, self.job.job_name, arguments, self.run_at(), batch_id),
+                )
+            ]
+        duration = time.monotonic() - started
+        if len(ids) == 1:
+            emit("pgbus.client.send_message", queue=queue, duration=duration)
+        else:
+            emit("pgbus.client.send_batch", queue=queue, size=len(ids), duration=duration)
+        return ids
+
+
+class Job:
+    """Subclass and define `perform`. Class attributes set defaults for every enqueue."""
+
+    queue: ClassVar[str | None] = None
+    priority: ClassVar[int | None] = None
+    max_retries: ClassVar[int | None] = None
+    job_name: ClassVar[str]
+
+    # Set by the worker for the running execution.
+    msg_id: int
+    read_ct: int
+    job_id: str
+    enqueued_at: datetime
+    conn: psycopg.Connection
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.job_name = f"{cls.__module__}:{cls.__qualname__}"
+        _registry[cls.job_name] = cls
+
+    def perform(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define perform()")
+
+    @property
+    def executions(self) -> int:
+        """How many times this job ran before this attempt."""
+        return self.read_ct - 1
+
+    @classmethod
+    def set(
+        cls,
+        *,
+        queue: str | None = None,
+        wait: timedelta | float | None = None,
+        wait_until: datetime | None = None,
+        priority: int | None = None,
+    ) -> JobOptions:
+        if wait is not None and not isinstance(wait, timedelta):
+            wait = timedelta(seconds=wait)
+        if wait_until is not None and wait_until.tzinfo is None:
+            raise PgbusError("wait_until must be timezone-aware")
+        if queue is not None:
+            queues.normalize(queue)
+        return JobOptions(cls, queue, wait, wait_until, priority)
+
+    @classmethod
+    def options(cls) -> JobOptions:
+        return JobOptions(cls)
+
+    @classmethod
+    def call(cls, *args: Any, **kwargs: Any) -> Call:
+        return cls.options().call(*args, **kwargs)
+
+    @classmethod
+    def perform_later(
+        cls, *args: Any, conn: psycopg.Connection | None = None, **kwargs: Any
+    ) -> int:
+        return cls.options().perform_later(*args, conn=conn, **kwargs)
+
+    @classmethod
+    def perform_all_later(
+        cls, calls: Iterable[Call | tuple[Any, ...]], conn: psycopg.Connection | None = None
+    ) -> list[int]:
+        """Calls, or plain tuples of positional arguments."""
+        items = [c if isinstance(c, Call) else cls.call(*c) for c in calls]
+        return cls.options().perform_all_later(items, conn=conn)
+
+    @classmethod
+    def perform_now(cls, *args: Any, **kwargs: Any) -> Any:
+        """Run inline in this process, without a queue (tests, scripts)."""
+        return cls().perform(*args, **kwargs)
+
+
+def job(
+    fn: Callable[..., Any] | None = None,
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_retries: int | None = None,
+) -> Any:
+    """Make a function a job: `@pgbus.job(queue="mail") def send(order_id): ...`."""
+
+    def wrap(f: Callable[..., Any]) -> type[Job]:
+        def perform(self: Job, *args: Any, **kwargs: Any) -> Any:
+            return f(*args, **kwargs)
+
+        attrs = {
+            "perform": perform,
+            "queue": queue,
+            "priority": priority,
+            "max_retries": max_retries,
+            "__module__": f.__module__,
+            "__qualname__": f.__qualname__,
+            "__doc__": f.__doc__,
+        }
+        return type(f.__name__, (Job,), attrs)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def retry_policy(cls: type[Job] | None) -> dict[str, float]:
+    """The retry settings for a job class (its own max_retries when it sets one)."""
+    s = settings()
+    own = getattr(cls, "max_retries", None)
+    return {
+        "max_retries": s.max_retries if own is None else own,
+        "backoff_base": s.retry_backoff_base.total_seconds(),
+        "backoff_max": s.retry_backoff_max.total_seconds(),
+        "jitter": s.retry_backoff_jitter,
+    }

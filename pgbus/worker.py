@@ -1,0 +1,362 @@
+"""The worker: reads PGMQ, runs job bodies on threads, reports each outcome to SQL.
+
+A job runs inside a transaction on its own connection, and `pgbus.job_succeeded` (archive,
+batch counter, stats) commits in that same transaction: the job's database writes and its
+completion land together or not at all. When the message turns out to be finished already (it
+was redelivered while this run was slow), the run's writes roll back.
+
+Reads are sized to the free threads and wake on PGMQ's insert notifications, with polling as
+the fallback. A visibility heartbeat keeps running jobs' messages invisible. SIGTERM stops
+reading and lets running jobs finish within `drain_timeout`; a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import signal
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from pgbus import queues
+from pgbus.config import configure, settings
+from pgbus.db import pool
+from pgbus.instrumentation import emit, instrument
+from pgbus.jobs import Job, current_connection, job_class, retry_policy
+from pgbus.migrate import require_migration
+from pgbus.processes import ProcessRecord, orphaned
+from pgbus.reporting import report_error
+from pgbus.serialization import load_arguments
+
+log = logging.getLogger("pgbus.worker")
+BACKTRACE_LINES = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class Delivery:
+    """One read of one message."""
+
+    queue: str
+    msg_id: int
+    read_ct: int
+    enqueued_at: datetime
+    message: dict[str, Any]
+
+    @property
+    def job_name(self) -> str:
+        return str(self.message.get("job_class", "(none)"))
+
+    def context(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "job_class": self.job_name,
+            "msg_id": self.msg_id,
+            "read_ct": self.read_ct,
+            "job_id": self.message.get("job_id"),
+        }
+
+
+def error_record(exc: BaseException) -> dict[str, str]:
+    cls = type(exc)
+    lines = traceback.format_exception(exc)
+    return {
+        "class": cls.__qualname__
+        if cls.__module__ == "builtins"
+        else f"{cls.__module__}.{cls.__qualname__}",
+        "message": str(exc)[:4000],
+        "backtrace": "".join(lines[-BACKTRACE_LINES:]),
+    }
+
+
+class Worker:
+    def __init__(self, queue_names: list[str], threads: int = 5) -> None:
+        if threads < 1:
+            raise ValueError("a worker needs at least one thread")
+        self.read_queues = queues.read_order(queue_names)
+        self.threads = threads
+        s = settings()
+        self.vt = max(1, math.ceil(s.visibility_timeout.total_seconds()))
+        self.poll_seconds = s.polling_interval.total_seconds()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._in_flight: dict[tuple[str, int], Delivery] = {}
+        self.processed = 0
+        self.failed = 0
+        # Every thread holds a connection while its job runs; one more each for reads and beats.
+        if s.pool_size < threads + 2:
+            configure(pool_size=threads + 2)
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="pgbus-job")
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Runs until stopped; 0 when every running job finished, 2 when the drain timed out."""
+        with pool().connection() as c:
+            require_migration(c, "0002_jobs")
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        record = ProcessRecord("worker", self._metadata)
+        record.start()
+        helpers = [
+            threading.Thread(target=self._keep_visible, name="pgbus-visibility", daemon=True)
+        ]
+        if settings().listen_notify:
+            helpers.append(threading.Thread(target=self._listen, name="pgbus-listen", daemon=True))
+        for t in helpers:
+            t.start()
+        log.info("worker started: queues %s, %d threads", ", ".join(self.read_queues), self.threads)
+        try:
+            self._loop()
+            drained = self._drain()
+        finally:
+            self._closed.set()
+            record.stop()
+        return 0 if drained else 2
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self._stopping.is_set():
+            log.warning(
+                "second signal: exiting now; running jobs return after the visibility timeout"
+            )
+            os._exit(1)
+        log.info("signal %d: finishing running jobs (at most %s)", signum, settings().drain_timeout)
+        self.stop()
+
+    def _drain(self) -> bool:
+        deadline = time.monotonic() + settings().drain_timeout.total_seconds()
+        while self._in_flight and time.monotonic() < deadline:
+            self._wake.wait(0.05)
+            self._wake.clear()
+        self._executor.shutdown(wait=not self._in_flight)
+        if self._in_flight:
+            log.warning("%d jobs still running after the drain timeout", len(self._in_flight))
+            return False
+        log.info("worker stopped: %d jobs processed, %d failed", self.processed, self.failed)
+        return True
+
+    def _metadata(self) -> dict[str, Any]:
+        return {
+            "queues": self.read_queues,
+            "threads": self.threads,
+            "in_flight": len(self._in_flight),
+            "jobs_processed": self.processed,
+            "jobs_failed": self.failed,
+        }
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        backoff = 0.5
+        while not self._stopping.is_set():
+            self._wake.clear()
+            free = self.threads - len(self._in_flight)
+            got = 0
+            if free > 0:
+                try:
+                    deliveries = self._read(free)
+                except psycopg.Error as exc:
+                    if backoff == 0.5:
+                        report_error(exc, {"action": "fetch_messages", "queues": self.read_queues})
+                    self._stopping.wait(backoff)
+                    backoff = min(backoff * 2, 10.0)
+                    continue
+                backoff = 0.5
+                for d in deliveries:
+                    self._submit(d)
+                got = len(deliveries)
+            if free == 0 or got < free:
+                self._wake.wait(self.poll_seconds)
+            if orphaned():
+                log.warning("supervisor is gone: stopping")
+                self.stop()
+
+    def _read(self, qty: int) -> list[Delivery]:
+        started = time.monotonic()
+        with pool().connection() as c:
+            rows = c.execute(
+                "SELECT queue, msg_id, read_ct, enqueued_at, message FROM pgbus.read_jobs(%s, %s, %s)",
+                (self.read_queues, self.vt, qty),
+            ).fetchall()
+        emit(
+            "pgbus.client.read_batch",
+            queue=",".join(self.read_queues),
+            qty=qty,
+            count=len(rows),
+            duration=time.monotonic() - started,
+        )
+        return [Delivery(*r) for r in rows]
+
+    def _listen(self) -> None:
+        """Wakes the loop on every insert notification of our queues; reconnects on failure."""
+        channels = [f"pgmq.q_{q}.INSERT" for q in self.read_queues]
+        backoff = 0.5
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(settings().dsn(), autocommit=True) as c:
+                    for ch in channels:
+                        c.execute(sql.SQL("LISTEN {}").format(sql.Identifier(ch)))
+                    backoff = 0.5
+                    while not self._closed.is_set():
+                        for _ in c.notifies(timeout=1.0):
+                            self._wake.set()
+            except psycopg.Error as exc:
+                log.info("notification listener lost its connection (%s); polling meanwhile", exc)
+                self._closed.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _keep_visible(self) -> None:
+        """The visibility heartbeat: running jobs' messages stay invisible while they run."""
+        every = max(self.vt / 3, 0.5)
+        while not self._closed.wait(every):
+            with self._lock:
+                by_queue: dict[str, list[int]] = {}
+                for q, msg_id in self._in_flight:
+                    by_queue.setdefault(q, []).append(msg_id)
+            try:
+                with pool().connection() as c:
+                    for q, ids in by_queue.items():
+                        c.execute(
+                            "SELECT pgbus.extend_visibility(%s, %s::bigint[], %s)",
+                            (q, ids, self.vt),
+                        )
+            except psycopg.Error as exc:
+                report_error(exc, {"action": "extend_visibility"})
+
+    # -- running -------------------------------------------------------------------------
+
+    def _submit(self, d: Delivery) -> None:
+        with self._lock:
+            self._in_flight[(d.queue, d.msg_id)] = d
+        self._executor.submit(self._execute, d).add_done_callback(lambda _: self._finished(d))
+
+    def _finished(self, d: Delivery) -> None:
+        with self._lock:
+            self._in_flight.pop((d.queue, d.msg_id), None)
+        self._wake.set()
+
+    def _execute(self, d: Delivery) -> None:
+        started = time.monotonic()
+        cls: type[Job] | None = None
+        try:
+            cls = job_class(d.job_name)
+            if d.read_ct > retry_policy(cls)["max_retries"] + 1:
+                self._dead_letter_unrun(d)
+                return
+            args, kwargs = load_arguments(d.message)
+            self._run(cls, d, args, kwargs, started)
+        except Exception as exc:
+            self._failed(d, cls, exc, started)
+
+    def _run(self, cls: type[Job], d: Delivery, args: tuple, kwargs: dict, started: float) -> None:
+        for attempt in (1, 2):
+            body_started = False
+            try:
+                with (
+                    pool().connection() as conn,
+                    instrument("pgbus.executor.execute", **d.context(), enqueued_at=d.enqueued_at),
+                ):
+                    done = None
+                    with conn.transaction():
+                        job = cls()
+                        job.msg_id, job.read_ct, job.conn = d.msg_id, d.read_ct, conn
+                        job.job_id, job.enqueued_at = d.message.get("job_id", ""), d.enqueued_at
+                        token = current_connection.set(conn)
+                        body_started = True
+                        try:
+                            job.perform(*args, **kwargs)
+                        finally:
+                            current_connection.reset(token)
+                        done = conn.execute(
+                            "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s)",
+                            (
+                                d.queue,
+                                d.msg_id,
+                                self._ms_since(started),
+                                self._latency_ms(d),
+                                settings().stats_enabled,
+                            ),
+                        ).fetchone()[0]
+                        if not done:
+                            raise psycopg.Rollback()
+                break
+            except psycopg.OperationalError:
+                # A pooled connection that died while idle (server restart): one fresh try,
+                # as long as the job's body has not run.
+                if body_started or attempt == 2:
+                    raise
+        if done:
+            with self._lock:
+                self.processed += 1
+            emit("pgbus.job_completed", **d.context(), duration=time.monotonic() - started)
+        else:
+            log.info(
+                "job %s (msg %s) was finished by another run; this run's writes rolled back",
+                d.job_name,
+                d.msg_id,
+            )
+
+    def _failed(self, d: Delivery, cls: type[Job] | None, exc: Exception, started: float) -> None:
+        with self._lock:
+            self.failed += 1
+        report_error(exc, {"action": "execute_job", **d.context()})
+        error = error_record(exc)
+        try:
+            with pool().connection() as c:
+                outcome = c.execute(
+                    "SELECT pgbus.job_failed(%s, %s::bigint, %s, %s, %s, %s)",
+                    (
+                        d.queue,
+                        d.msg_id,
+                        Jsonb(error),
+                        Jsonb(retry_policy(cls)),
+                        self._ms_since(started),
+                        settings().stats_enabled,
+                    ),
+                ).fetchone()[0]
+        except psycopg.Error as db_exc:
+            report_error(db_exc, {"action": "record_failure", **d.context()})
+            return
+        emit("pgbus.job_failed", **d.context(), error=error["class"], exception=exc)
+        if outcome == "dead_lettered":
+            emit("pgbus.job_dead_lettered", **d.context(), error=error["class"])
+
+    def _dead_letter_unrun(self, d: Delivery) -> None:
+        """Delivered more times than it may run: each earlier run died with its worker."""
+        error = {
+            "class": "pgbus.RetriesExhausted",
+            "message": f"delivered {d.read_ct} times without finishing (its worker died each time)",
+        }
+        with pool().connection() as c:
+            moved = c.execute(
+                "SELECT pgbus.dead_letter(%s, %s::bigint, %s, %s)",
+                (d.queue, d.msg_id, Jsonb(error), settings().stats_enabled),
+            ).fetchone()[0]
+        if moved:
+            emit("pgbus.job_dead_lettered", **d.context(), error=error["class"])
+
+    @staticmethod
+    def _ms_since(started: float) -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    @staticmethod
+    def _latency_ms(d: Delivery) -> int:
+        scheduled = d.message.get("scheduled_at")
+        since = datetime.fromisoformat(scheduled) if scheduled else d.enqueued_at
+        return max(0, int((datetime.now(UTC) - since).total_seconds() * 1000))

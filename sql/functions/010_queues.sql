@@ -1,0 +1,148 @@
+-- Queues and messages: creating queues, enqueueing jobs, reading them, keeping them invisible.
+
+-- A queue name pgbus accepts: a-z, 0-9 and _, at most 43 characters so that its dead letter
+-- queue (<name>_dlq) still fits PGMQ's 47; or such a dead letter queue's own name.
+CREATE OR REPLACE FUNCTION pgbus.valid_queue_name(queue text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(queue ~ '^[a-z0-9_]{1,43}$' OR queue ~ '^[a-z0-9_]{1,43}_dlq$', false)
+$$;
+
+CREATE OR REPLACE FUNCTION pgbus.check_queue_name(queue text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF NOT pgbus.valid_queue_name(queue) THEN
+        RAISE EXCEPTION 'pgbus: invalid queue name %', quote_nullable(queue)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'queue names are 1-43 characters: a-z, 0-9 and _';
+    END IF;
+END;
+$$;
+
+-- Creates a PGMQ queue (with insert notifications when asked) unless it exists; true when it
+-- created it. Safe when several sessions create the same queue at the same moment.
+CREATE OR REPLACE FUNCTION pgbus.ensure_queue(queue text, notify boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pgbus.check_queue_name(queue);
+    IF EXISTS (SELECT 1 FROM pgmq.meta m WHERE m.queue_name = queue) THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('pgbus.ensure_queue'), hashtext(queue));
+    IF EXISTS (SELECT 1 FROM pgmq.meta m WHERE m.queue_name = queue) THEN
+        RETURN false;
+    END IF;
+    PERFORM pgmq.create(queue);
+    IF notify THEN
+        PERFORM pgmq.enable_notify_insert(queue, 250);
+    END IF;
+    RETURN true;
+END;
+$$;
+
+-- The message a job travels in. One definition, used for every job pgbus sends.
+-- scheduled_at and batch_id appear only when set; arguments are kept exactly (nulls included).
+CREATE OR REPLACE FUNCTION pgbus.job_envelope(
+    queue text, job_class text, arguments jsonb, run_at timestamptz, batch_id uuid
+) RETURNS jsonb
+LANGUAGE sql VOLATILE AS $$
+    SELECT jsonb_build_object(
+               'job_class', job_class,
+               'job_id', gen_random_uuid(),
+               'queue', queue,
+               'args', coalesce(arguments -> 'args', '[]'::jsonb),
+               'kwargs', coalesce(arguments -> 'kwargs', '{}'::jsonb),
+               'enqueued_at', now())
+           || CASE WHEN run_at IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('scheduled_at', run_at) END
+           || CASE WHEN batch_id IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('batch_id', batch_id) END
+$$;
+
+-- Sends one message per element of `arguments` ({"args": [...], "kwargs": {...}}) to `queue`,
+-- visible at `run_at` (now when NULL), as members of `batch_id` when given. One statement, so
+-- a bulk enqueue is one round trip; inside the caller's transaction nothing is visible before
+-- it commits.
+CREATE OR REPLACE FUNCTION pgbus.enqueue(
+    queue text,
+    job_class text,
+    arguments jsonb[],
+    run_at timestamptz DEFAULT NULL,
+    batch_id uuid DEFAULT NULL
+) RETURNS SETOF bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer := coalesce(cardinality(arguments), 0);
+BEGIN
+    IF job_class IS NULL OR btrim(job_class) = '' THEN
+        RAISE EXCEPTION 'pgbus: a job needs a class name' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    IF batch_id IS NOT NULL THEN
+        UPDATE pgbus.batches b SET total_jobs = b.total_jobs + n
+        WHERE b.batch_id = enqueue.batch_id AND b.status = 'open';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'pgbus: batch % is not open for new jobs', batch_id
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+    END IF;
+    PERFORM pgbus.ensure_queue(queue);
+    RETURN QUERY
+        SELECT * FROM pgmq.send_batch(
+            queue,
+            ARRAY(SELECT pgbus.job_envelope(queue, job_class, a, run_at, batch_id)
+                  FROM unnest(arguments) WITH ORDINALITY AS t(a, i) ORDER BY i),
+            NULL::jsonb[],
+            coalesce(run_at, clock_timestamp())
+        );
+END;
+$$;
+
+-- Reads up to `qty` visible messages from `queues`, earlier queues first (priority order),
+-- each hidden for `vt_seconds`. Queues that do not exist yet are passed over.
+CREATE OR REPLACE FUNCTION pgbus.read_jobs(queues text[], vt_seconds integer, qty integer)
+RETURNS TABLE (queue text, msg_id bigint, read_ct integer, enqueued_at timestamptz,
+               vt timestamptz, message jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    q text;
+    got integer;
+    remaining integer := qty;
+BEGIN
+    IF vt_seconds IS NULL OR vt_seconds < 1 OR qty IS NULL OR qty < 0 THEN
+        RAISE EXCEPTION 'pgbus: read_jobs needs vt_seconds >= 1 and qty >= 0'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOREACH q IN ARRAY coalesce(queues, '{}') LOOP
+        EXIT WHEN remaining <= 0;
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pgmq.meta m WHERE m.queue_name = q);
+        RETURN QUERY SELECT q, r.msg_id, r.read_ct, r.enqueued_at, r.vt, r.message
+                     FROM pgmq.read(q, vt_seconds, remaining) r;
+        GET DIAGNOSTICS got = ROW_COUNT;
+        remaining := remaining - got;
+    END LOOP;
+END;
+$$;
+
+-- The visibility heartbeat: keeps running jobs' messages invisible for another `vt_seconds`.
+-- Returns how many were still there (a message already archived is simply not counted).
+CREATE OR REPLACE FUNCTION pgbus.extend_visibility(queue text, msg_ids bigint[], vt_seconds integer)
+RETURNS integer
+LANGUAGE sql AS $$
+    SELECT count(*)::integer FROM pgmq.set_vt(queue, msg_ids, vt_seconds)
+$$;
+
+-- How long a failed job waits before its next attempt: exponential from `base`, capped at
+-- `cap`, spread by +/- `jitter` (a fraction) so a burst of failures does not retry in step.
+-- (Computed in seconds as float8, so a long base times 2^n cannot overflow an interval.)
+CREATE OR REPLACE FUNCTION pgbus.retry_delay(attempt integer, base interval, cap interval, jitter float8)
+RETURNS interval
+LANGUAGE sql VOLATILE AS $$
+    SELECT make_interval(secs => greatest(0, least(c, least(c, b * power(2, least(greatest(attempt, 1) - 1, 60)))
+                                                      * (1 + jitter * (2 * random() - 1)))))
+    FROM (SELECT extract(epoch FROM base)::float8 AS b, extract(epoch FROM cap)::float8 AS c) AS secs
+$$;

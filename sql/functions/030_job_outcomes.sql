@@ -1,0 +1,127 @@
+-- How a job's execution ends. Each function is one transaction with everything that goes with
+-- the outcome: the message's archive / retry / dead letter, the batch counter (and callbacks),
+-- the failure record and the stats row. When the caller ran the job inside the same
+-- transaction, the job's own writes commit or roll back with its outcome.
+
+-- The message row, locked; NULL when it is gone (finished by another worker, or deleted).
+CREATE OR REPLACE FUNCTION pgbus.lock_message(queue text, msg_id bigint)
+RETURNS pgmq.message_record
+LANGUAGE plpgsql AS $$
+DECLARE
+    m pgmq.message_record;
+BEGIN
+    EXECUTE format('SELECT msg_id, read_ct, enqueued_at, last_read_at, vt, message, headers'
+                   ' FROM pgmq.%I WHERE msg_id = $1 FOR UPDATE', pgmq.format_table_name(queue, 'q'))
+        INTO m USING msg_id;
+    RETURN m;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION pgbus.record_job_stat(
+    queue text, message jsonb, status text, duration_ms integer, latency_ms bigint, retry_count integer
+) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO pgbus.job_stats (job_class, queue_name, status, duration_ms, enqueue_latency_ms, retry_count)
+    VALUES (coalesce(message ->> 'job_class', '(unknown)'), queue, status,
+            greatest(coalesce(duration_ms, 0), 0), latency_ms, greatest(coalesce(retry_count, 0), 0))
+$$;
+
+-- Success: archive, count the batch member, record the stat. False (and nothing done) when the
+-- message is already gone: another worker finished it, so the caller must roll back.
+CREATE OR REPLACE FUNCTION pgbus.job_succeeded(
+    queue text, msg_id bigint, duration_ms integer DEFAULT 0, latency_ms bigint DEFAULT NULL,
+    record_stats boolean DEFAULT true
+) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    m pgmq.message_record := pgbus.lock_message(queue, msg_id);
+BEGIN
+    IF m.msg_id IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM pgmq.archive(queue, msg_id);
+    DELETE FROM pgbus.job_failures f WHERE f.queue_name = queue AND f.msg_id = job_succeeded.msg_id;
+    IF m.message ? 'batch_id' THEN
+        PERFORM pgbus.batch_member_done((m.message ->> 'batch_id')::uuid, 'completed');
+    END IF;
+    IF record_stats THEN
+        PERFORM pgbus.record_job_stat(queue, m.message, 'success', duration_ms, latency_ms, m.read_ct - 1);
+    END IF;
+    RETURN true;
+END;
+$$;
+
+-- Moves a message to <queue>_dlq (its body kept, the error and origin in its headers) and
+-- removes it from the queue; counts it as discarded in its batch. False when it is gone.
+CREATE OR REPLACE FUNCTION pgbus.dead_letter(
+    queue text, msg_id bigint, error jsonb, record_stats boolean DEFAULT true
+) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    m pgmq.message_record := pgbus.lock_message(queue, msg_id);
+    dlq text := queue || '_dlq';
+BEGIN
+    IF m.msg_id IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM pgbus.ensure_queue(dlq, false);
+    PERFORM pgmq.send(dlq, m.message,
+                      coalesce(m.headers, '{}') || jsonb_build_object('pgbus_dead_letter', jsonb_build_object(
+                          'queue', queue, 'msg_id', msg_id, 'read_ct', m.read_ct,
+                          'error', error, 'dead_lettered_at', now())));
+    PERFORM pgmq.delete(queue, msg_id);
+    DELETE FROM pgbus.job_failures f WHERE f.queue_name = queue AND f.msg_id = dead_letter.msg_id;
+    IF m.message ? 'batch_id' THEN
+        PERFORM pgbus.batch_member_done((m.message ->> 'batch_id')::uuid, 'discarded');
+    END IF;
+    IF record_stats THEN
+        PERFORM pgbus.record_job_stat(queue, m.message, 'dead_lettered', 0, NULL, m.read_ct - 1);
+    END IF;
+    RETURN true;
+END;
+$$;
+
+-- Failure: with retries left, record the error and hide the message for the backoff delay
+-- ('retry'); with none left ('max_retries' retries after the first attempt), dead-letter it
+-- ('dead_lettered'); 'gone' when the message no longer exists.
+-- error = {"class", "message", "backtrace"}; policy = {"max_retries", "backoff_base",
+-- "backoff_max" (seconds), "jitter" (fraction)}.
+CREATE OR REPLACE FUNCTION pgbus.job_failed(
+    queue text, msg_id bigint, error jsonb, policy jsonb, duration_ms integer DEFAULT 0,
+    record_stats boolean DEFAULT true
+) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    m pgmq.message_record;
+    delay interval;
+BEGIN
+    IF jsonb_typeof(policy -> 'max_retries') IS DISTINCT FROM 'number' THEN
+        RAISE EXCEPTION 'pgbus: job_failed needs policy.max_retries, got %', policy
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    m := pgbus.lock_message(queue, msg_id);
+    IF m.msg_id IS NULL THEN
+        RETURN 'gone';
+    END IF;
+    IF m.read_ct > (policy ->> 'max_retries')::integer THEN
+        PERFORM pgbus.dead_letter(queue, msg_id, error, record_stats);
+        RETURN 'dead_lettered';
+    END IF;
+    delay := pgbus.retry_delay(m.read_ct,
+                               make_interval(secs => (policy ->> 'backoff_base')::float8),
+                               make_interval(secs => (policy ->> 'backoff_max')::float8),
+                               (policy ->> 'jitter')::float8);
+    PERFORM pgmq.set_vt(queue, msg_id, clock_timestamp() + delay);
+    INSERT INTO pgbus.job_failures AS f
+        (queue_name, msg_id, job_class, error_class, error_message, backtrace, read_ct)
+    VALUES (queue, msg_id, m.message ->> 'job_class', coalesce(error ->> 'class', 'Error'),
+            coalesce(error ->> 'message', ''), error ->> 'backtrace', m.read_ct)
+    ON CONFLICT ON CONSTRAINT job_failures_pkey DO UPDATE
+        SET error_class = excluded.error_class, error_message = excluded.error_message,
+            backtrace = excluded.backtrace, read_ct = excluded.read_ct, failed_at = now();
+    IF record_stats THEN
+        PERFORM pgbus.record_job_stat(queue, m.message, 'failed', duration_ms, NULL, m.read_ct - 1);
+    END IF;
+    RETURN 'retry';
+END;
+$$;

@@ -1,0 +1,406 @@
+-- pgTAP tests for sql/functions/030_job_outcomes.sql:
+-- pgbus.lock_message, record_job_stat, job_succeeded, dead_letter, job_failed.
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(149);
+
+-- Scratch space (dropped by the ROLLBACK).
+CREATE TEMP TABLE t_ids (name text PRIMARY KEY, id bigint);
+CREATE TEMP TABLE t_msg (name text PRIMARY KEY, message jsonb);
+
+-- Enqueues one job and remembers its msg_id under `name`.
+CREATE FUNCTION pg_temp.enq(name text, queue text, job_class text, batch uuid DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql AS $f$
+DECLARE
+    id bigint;
+BEGIN
+    SELECT e INTO id FROM pgbus.enqueue(queue, job_class, ARRAY[jsonb_build_object('args', jsonb_build_array(name))],
+                                        NULL, batch) e;
+    INSERT INTO t_ids VALUES (enq.name, id);
+    RETURN id;
+END;
+$f$;
+CREATE FUNCTION pg_temp.id(name text) RETURNS bigint LANGUAGE sql AS $f$
+    SELECT id FROM t_ids WHERE t_ids.name = $1
+$f$;
+-- Simulates a worker reading the next visible message of the queue (read_ct + 1).
+CREATE FUNCTION pg_temp.read1(queue text) RETURNS bigint LANGUAGE sql AS $f$
+    SELECT msg_id FROM pgmq.read(queue, 30, 1)
+$f$;
+-- Makes a message visible again (its retry delay is over).
+CREATE FUNCTION pg_temp.due(queue text, msg_id bigint) RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+    PERFORM pgmq.set_vt(queue, msg_id, clock_timestamp() - interval '1 second');
+END;
+$f$;
+-- A message's row in a queue table ('q') or archive ('a'), or NULL.
+CREATE FUNCTION pg_temp.msg(queue text, msg_id bigint, kind text DEFAULT 'q') RETURNS pgmq.message_record
+LANGUAGE plpgsql AS $f$
+DECLARE
+    m pgmq.message_record;
+BEGIN
+    IF to_regclass(format('pgmq.%I', kind || '_' || queue)) IS NULL THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format('SELECT msg_id, read_ct, enqueued_at, NULL::timestamptz, vt, message, headers FROM pgmq.%I WHERE msg_id = $1',
+                   kind || '_' || queue) INTO m USING msg_id;
+    RETURN m;
+END;
+$f$;
+-- The dead letter of queue/msg_id in <queue>_dlq, or NULL.
+CREATE FUNCTION pg_temp.dl(queue text, msg_id bigint) RETURNS pgmq.message_record
+LANGUAGE plpgsql AS $f$
+DECLARE
+    m pgmq.message_record;
+BEGIN
+    IF to_regclass(format('pgmq.%I', 'q_' || queue || '_dlq')) IS NULL THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format($q$SELECT msg_id, read_ct, enqueued_at, NULL::timestamptz, vt, message, headers FROM pgmq.%I
+                      WHERE headers -> 'pgbus_dead_letter' ->> 'msg_id' = $1::text$q$, 'q_' || queue || '_dlq')
+        INTO m USING msg_id;
+    RETURN m;
+END;
+$f$;
+CREATE FUNCTION pg_temp.stats(queue text) RETURNS text LANGUAGE sql AS $f$
+    SELECT coalesce(string_agg(format('%s %s %s %s %s', job_class, status, duration_ms,
+                                      coalesce(enqueue_latency_ms::text, '-'), retry_count), '; ' ORDER BY id), '')
+    FROM pgbus.job_stats WHERE queue_name = queue
+$f$;
+CREATE FUNCTION pg_temp.failures(queue text) RETURNS bigint LANGUAGE sql AS $f$
+    SELECT count(*) FROM pgbus.job_failures WHERE queue_name = queue
+$f$;
+-- Runs a query returning one value and gives it as text, or the error it raised as 'ERROR: ...'.
+CREATE FUNCTION pg_temp.eval(query text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE
+    result text;
+BEGIN
+    EXECUTE query INTO result;
+    RETURN result;
+EXCEPTION WHEN OTHERS THEN
+    RETURN 'ERROR: ' || SQLERRM;
+END;
+$f$;
+
+-------------------------------------------------------------------------------------------------
+-- The functions exist.
+-------------------------------------------------------------------------------------------------
+SELECT has_function('pgbus', 'lock_message', ARRAY['text', 'bigint'], 'pgbus.lock_message(text, bigint) exists');
+SELECT has_function('pgbus', 'record_job_stat', ARRAY['text', 'jsonb', 'text', 'integer', 'bigint', 'integer'],
+                    'pgbus.record_job_stat(text, jsonb, text, integer, bigint, integer) exists');
+SELECT has_function('pgbus', 'job_succeeded', ARRAY['text', 'bigint', 'integer', 'bigint', 'boolean'],
+                    'pgbus.job_succeeded(text, bigint, integer, bigint, boolean) exists');
+SELECT has_function('pgbus', 'dead_letter', ARRAY['text', 'bigint', 'jsonb', 'boolean'],
+                    'pgbus.dead_letter(text, bigint, jsonb, boolean) exists');
+SELECT has_function('pgbus', 'job_failed', ARRAY['text', 'bigint', 'jsonb', 'jsonb', 'integer', 'boolean'],
+                    'pgbus.job_failed(text, bigint, jsonb, jsonb, integer, boolean) exists');
+
+-------------------------------------------------------------------------------------------------
+-- lock_message
+-------------------------------------------------------------------------------------------------
+SELECT isnt(pg_temp.enq('lock', 't_outcomes_lock', 'Locked'), NULL, 'lock_message setup: a job enqueued');
+SELECT is(pg_temp.read1('t_outcomes_lock'), pg_temp.id('lock'), 'lock_message setup: the job read once');
+SELECT results_eq(
+    $$SELECT (m).msg_id, (m).read_ct, (m).message ->> 'job_class', (m).message -> 'args', (m).headers,
+             (m).vt > clock_timestamp(), (m).last_read_at IS NOT NULL
+      FROM (SELECT pgbus.lock_message('t_outcomes_lock', pg_temp.id('lock')) AS m) s$$,
+    $$VALUES (pg_temp.id('lock'), 1, 'Locked'::text, '["lock"]'::jsonb, NULL::jsonb, true, true)$$,
+    'lock_message: returns the message row (msg_id, read_ct, message, headers, vt, last_read_at)');
+SELECT ok(pgbus.lock_message('t_outcomes_lock', 999999) IS NULL, 'lock_message: a message that is gone is NULL');
+SELECT ok((pgbus.lock_message('t_outcomes_lock', 999999)).msg_id IS NULL, 'lock_message: a gone message has a NULL msg_id');
+SELECT ok((pgbus.lock_message('t_outcomes_lock', NULL)).msg_id IS NULL, 'lock_message: a NULL msg_id is NULL');
+
+-------------------------------------------------------------------------------------------------
+-- record_job_stat
+-------------------------------------------------------------------------------------------------
+SELECT lives_ok($$SELECT pgbus.record_job_stat('t_outcomes_stat1', '{"job_class": "Stat"}', 'success', 12, 34, 2)$$,
+                'record_job_stat: records a stat');
+SELECT results_eq(
+    $$SELECT job_class, queue_name, status, duration_ms, enqueue_latency_ms, retry_count, created_at
+      FROM pgbus.job_stats WHERE queue_name = 't_outcomes_stat1'$$,
+    $$VALUES ('Stat'::text, 't_outcomes_stat1'::text, 'success'::text, 12, 34::bigint, 2, now())$$,
+    'record_job_stat: the row holds class, queue, status, duration, latency, retries, now()');
+SELECT lives_ok($$SELECT pgbus.record_job_stat('t_outcomes_stat2', '{"args": []}', 'failed', -5, NULL, -1)$$,
+                'record_job_stat: records a stat without a job class, negative numbers');
+SELECT is(pg_temp.stats('t_outcomes_stat2'), '(unknown) failed 0 - 0',
+          'record_job_stat: no job_class gives (unknown); negative duration and retries become 0; no latency stays NULL');
+SELECT lives_ok($$SELECT pgbus.record_job_stat('t_outcomes_stat3', NULL, 'dead_lettered', NULL, NULL, NULL)$$,
+                'record_job_stat: records a stat with NULL message and numbers');
+SELECT is(pg_temp.stats('t_outcomes_stat3'), '(unknown) dead_lettered 0 - 0', 'record_job_stat: NULLs become (unknown) and 0');
+SELECT throws_ok($$SELECT pgbus.record_job_stat('t_outcomes_stat4', '{"job_class": "Stat"}', 'exploded', 1, 1, 0)$$,
+                 '23514', NULL, 'record_job_stat: refuses an unknown status');
+
+-------------------------------------------------------------------------------------------------
+-- job_succeeded
+-------------------------------------------------------------------------------------------------
+SELECT isnt(pg_temp.enq('ok1', 't_outcomes_ok', 'Ok'), NULL, 'job_succeeded setup: a job enqueued');
+INSERT INTO t_msg SELECT 'ok1', (pg_temp.msg('t_outcomes_ok', pg_temp.id('ok1'))).message;
+SELECT is(pg_temp.read1('t_outcomes_ok'), pg_temp.id('ok1'), 'job_succeeded setup: the job read');
+SELECT is(pgbus.job_succeeded('t_outcomes_ok', pg_temp.id('ok1'), 120, 45), true, 'job_succeeded: true for a message that is there');
+SELECT ok(pg_temp.msg('t_outcomes_ok', pg_temp.id('ok1')) IS NULL, 'job_succeeded: the message left the queue');
+SELECT is((pg_temp.msg('t_outcomes_ok', pg_temp.id('ok1'), 'a')).message, (SELECT message FROM t_msg WHERE name = 'ok1'),
+          'job_succeeded: the message is archived with its body');
+SELECT is(pg_temp.stats('t_outcomes_ok'), 'Ok success 120 45 0',
+          'job_succeeded: one success stat with duration, latency and 0 retries');
+SELECT is(pgbus.job_succeeded('t_outcomes_ok', pg_temp.id('ok1'), 120, 45), false,
+          'job_succeeded: false when the message is already gone');
+SELECT is((SELECT count(*) FROM pgmq.a_t_outcomes_ok), 1::bigint, 'job_succeeded: a gone message is not archived again');
+SELECT is(pg_temp.stats('t_outcomes_ok'), 'Ok success 120 45 0', 'job_succeeded: a gone message records no stat');
+SELECT is(pgbus.job_succeeded('t_outcomes_ok', 999999), false, 'job_succeeded: false for an id that never existed');
+
+-- Defaults and record_stats => false.
+SELECT isnt(pg_temp.enq('ok2', 't_outcomes_ok', 'Ok'), NULL, 'job_succeeded setup: a second job enqueued');
+SELECT is(pg_temp.read1('t_outcomes_ok'), pg_temp.id('ok2'), 'job_succeeded setup: the second job read');
+SELECT is(pgbus.job_succeeded('t_outcomes_ok', pg_temp.id('ok2')), true, 'job_succeeded: with default duration and latency');
+SELECT is(pg_temp.stats('t_outcomes_ok'), 'Ok success 120 45 0; Ok success 0 - 0',
+          'job_succeeded: defaults record duration 0 and no latency');
+SELECT isnt(pg_temp.enq('ok3', 't_outcomes_ok', 'Ok'), NULL, 'job_succeeded setup: a third job enqueued');
+SELECT is(pg_temp.read1('t_outcomes_ok'), pg_temp.id('ok3'), 'job_succeeded setup: the third job read');
+SELECT is(pgbus.job_succeeded('t_outcomes_ok', pg_temp.id('ok3'), 5, 5, false), true, 'job_succeeded: with record_stats => false');
+SELECT ok((pg_temp.msg('t_outcomes_ok', pg_temp.id('ok3'), 'a')).msg_id IS NOT NULL, 'job_succeeded: record_stats => false still archives');
+SELECT is((SELECT count(*) FROM pgbus.job_stats WHERE queue_name = 't_outcomes_ok'), 2::bigint,
+          'job_succeeded: record_stats => false writes no stat');
+
+-- A message never read (read_ct 0) does not record negative retries.
+SELECT isnt(pg_temp.enq('ok0', 't_outcomes_ok0', 'Ok'), NULL, 'job_succeeded setup: an unread job');
+SELECT is(pgbus.job_succeeded('t_outcomes_ok0', pg_temp.id('ok0')), true, 'job_succeeded: an unread message succeeds');
+SELECT is(pg_temp.stats('t_outcomes_ok0'), 'Ok success 0 - 0', 'job_succeeded: retry_count is never negative');
+
+-- Success after a failure clears the failure record and counts the retry.
+SELECT isnt(pg_temp.enq('okr', 't_outcomes_okr', 'Retried'), NULL, 'job_succeeded setup: a job that fails once');
+SELECT is(pg_temp.read1('t_outcomes_okr'), pg_temp.id('okr'), 'job_succeeded setup: first attempt read');
+SELECT is(pgbus.job_failed('t_outcomes_okr', pg_temp.id('okr'), '{"class": "E", "message": "first"}',
+                           '{"max_retries": 3, "backoff_base": 1, "backoff_max": 60, "jitter": 0}'), 'retry',
+          'job_succeeded setup: the first attempt failed (retry)');
+SELECT is(pg_temp.failures('t_outcomes_okr'), 1::bigint, 'job_succeeded setup: the failure is recorded');
+SELECT lives_ok($$SELECT pg_temp.due('t_outcomes_okr', pg_temp.id('okr'))$$, 'job_succeeded setup: the retry is due');
+SELECT is(pg_temp.read1('t_outcomes_okr'), pg_temp.id('okr'), 'job_succeeded setup: second attempt read');
+SELECT is(pgbus.job_succeeded('t_outcomes_okr', pg_temp.id('okr'), 7), true, 'job_succeeded: the retry succeeds');
+SELECT is(pg_temp.failures('t_outcomes_okr'), 0::bigint, 'job_succeeded: success clears the failure record');
+SELECT is(pg_temp.stats('t_outcomes_okr'), 'Retried failed 0 - 0; Retried success 7 - 1',
+          'job_succeeded: the success stat counts 1 retry (after the failed stat)');
+
+-- Batch members: the counter moves with the archive; the last one finishes the batch.
+CREATE TEMP TABLE t_batch (name text PRIMARY KEY, id uuid);
+INSERT INTO t_batch VALUES ('ok', pgbus.batch_open('ok', '{"case": "ok"}', '{"job_class": "Done", "queue": "t_outcomes_cb"}',
+                                                   '{"job_class": "Fine", "queue": "t_outcomes_cb"}',
+                                                   '{"job_class": "Lost", "queue": "t_outcomes_cb"}'));
+SELECT isnt(pg_temp.enq('bm1', 't_outcomes_bm', 'Member', (SELECT id FROM t_batch WHERE name = 'ok')), NULL,
+            'job_succeeded setup: first batch member');
+SELECT isnt(pg_temp.enq('bm2', 't_outcomes_bm', 'Member', (SELECT id FROM t_batch WHERE name = 'ok')), NULL,
+            'job_succeeded setup: second batch member');
+SELECT is(pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'ok')), false, 'job_succeeded setup: batch closed');
+SELECT is(pg_temp.read1('t_outcomes_bm'), pg_temp.id('bm1'), 'job_succeeded setup: first member read');
+SELECT is(pg_temp.read1('t_outcomes_bm'), pg_temp.id('bm2'), 'job_succeeded setup: second member read');
+SELECT is(pgbus.job_succeeded('t_outcomes_bm', pg_temp.id('bm1')), true, 'job_succeeded: first member succeeds');
+SELECT is((SELECT format('%s/%s %s', completed_jobs, total_jobs, status) FROM pgbus.batches
+           WHERE batch_id = (SELECT id FROM t_batch WHERE name = 'ok')), '1/2 processing',
+          'job_succeeded: counts the member as completed');
+SELECT is(pgbus.job_succeeded('t_outcomes_bm', pg_temp.id('bm1')), false, 'job_succeeded: the same member again is gone (false)');
+SELECT is((SELECT completed_jobs FROM pgbus.batches WHERE batch_id = (SELECT id FROM t_batch WHERE name = 'ok')), 1,
+          'job_succeeded: a gone member does not count twice');
+SELECT is(pgbus.job_succeeded('t_outcomes_bm', pg_temp.id('bm2')), true, 'job_succeeded: last member succeeds');
+SELECT is((SELECT format('%s/%s %s', completed_jobs, total_jobs, status) FROM pgbus.batches
+           WHERE batch_id = (SELECT id FROM t_batch WHERE name = 'ok')), '2/2 finished',
+          'job_succeeded: the last member finishes the batch');
+SELECT results_eq(
+    $$SELECT message ->> 'job_class', message -> 'args' FROM pgmq.q_t_outcomes_cb ORDER BY msg_id$$,
+    $$VALUES ('Done'::text, '[{"case": "ok"}]'::jsonb), ('Fine', '[{"case": "ok"}]')$$,
+    'job_succeeded: the finished batch sent on_complete and on_success');
+
+-- A member whose batch was cleaned up still succeeds.
+INSERT INTO t_batch VALUES ('gone', pgbus.batch_open('gone'));
+SELECT isnt(pg_temp.enq('bg', 't_outcomes_bg', 'Member', (SELECT id FROM t_batch WHERE name = 'gone')), NULL,
+            'job_succeeded setup: a member of a batch that will be cleaned up');
+DELETE FROM pgbus.batches WHERE batch_id = (SELECT id FROM t_batch WHERE name = 'gone');
+SELECT is(pg_temp.read1('t_outcomes_bg'), pg_temp.id('bg'), 'job_succeeded setup: member read');
+SELECT is(pgbus.job_succeeded('t_outcomes_bg', pg_temp.id('bg')), true, 'job_succeeded: a member of a batch that is gone succeeds');
+SELECT ok((pg_temp.msg('t_outcomes_bg', pg_temp.id('bg'), 'a')).msg_id IS NOT NULL, 'job_succeeded: and is archived');
+
+-------------------------------------------------------------------------------------------------
+-- dead_letter
+-------------------------------------------------------------------------------------------------
+SELECT isnt(pg_temp.enq('dl1', 't_outcomes_dl', 'Doomed'), NULL, 'dead_letter setup: a job enqueued');
+INSERT INTO t_msg SELECT 'dl1', (pg_temp.msg('t_outcomes_dl', pg_temp.id('dl1'))).message;
+SELECT is(pg_temp.read1('t_outcomes_dl'), pg_temp.id('dl1'), 'dead_letter setup: the job read');
+INSERT INTO pgbus.job_failures (queue_name, msg_id, job_class, error_class, error_message, read_ct)
+VALUES ('t_outcomes_dl', pg_temp.id('dl1'), 'Doomed', 'E', 'earlier', 1);
+SELECT is(pgbus.dead_letter('t_outcomes_dl', pg_temp.id('dl1'), '{"class": "Fatal", "message": "no way"}'), true,
+          'dead_letter: true for a message that is there');
+SELECT ok(pg_temp.msg('t_outcomes_dl', pg_temp.id('dl1')) IS NULL, 'dead_letter: the message left the queue');
+SELECT ok(pg_temp.msg('t_outcomes_dl', pg_temp.id('dl1'), 'a') IS NULL, 'dead_letter: the message is not archived');
+SELECT ok(EXISTS (SELECT 1 FROM pgmq.meta WHERE queue_name = 't_outcomes_dl_dlq'), 'dead_letter: creates <queue>_dlq');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pgmq.notify_insert_throttle WHERE queue_name = 't_outcomes_dl_dlq'),
+          'dead_letter: the dead-letter queue has no insert notifications');
+SELECT is((pg_temp.dl('t_outcomes_dl', pg_temp.id('dl1'))).message, (SELECT message FROM t_msg WHERE name = 'dl1'),
+          'dead_letter: the dead letter keeps the message body');
+SELECT results_eq(
+    $$SELECT h ->> 'queue', (h ->> 'msg_id')::bigint, (h ->> 'read_ct')::integer, h -> 'error',
+             (h ->> 'dead_lettered_at')::timestamptz
+      FROM (SELECT (pg_temp.dl('t_outcomes_dl', pg_temp.id('dl1'))).headers -> 'pgbus_dead_letter' AS h) s$$,
+    $$VALUES ('t_outcomes_dl'::text, pg_temp.id('dl1'), 1, '{"class": "Fatal", "message": "no way"}'::jsonb, now())$$,
+    'dead_letter: headers->pgbus_dead_letter holds queue, msg_id, read_ct, error, dead_lettered_at');
+SELECT ok((pg_temp.dl('t_outcomes_dl', pg_temp.id('dl1'))).vt <= clock_timestamp(), 'dead_letter: the dead letter is visible');
+SELECT is(pg_temp.failures('t_outcomes_dl'), 0::bigint, 'dead_letter: clears the failure record');
+SELECT is(pg_temp.stats('t_outcomes_dl'), 'Doomed dead_lettered 0 - 0', 'dead_letter: one dead_lettered stat');
+SELECT is(pgbus.dead_letter('t_outcomes_dl', pg_temp.id('dl1'), '{}'), false, 'dead_letter: false when the message is gone');
+SELECT is((SELECT count(*) FROM pgmq.q_t_outcomes_dl_dlq), 1::bigint, 'dead_letter: a gone message is not dead-lettered twice');
+SELECT is(pg_temp.stats('t_outcomes_dl'), 'Doomed dead_lettered 0 - 0', 'dead_letter: a gone message records no stat');
+SELECT is(pgbus.dead_letter('t_outcomes_dl', 999999, '{}'), false, 'dead_letter: false for an id that never existed');
+
+-- Existing headers are kept; record_stats => false writes no stat.
+SELECT lives_ok($$SELECT pgbus.ensure_queue('t_outcomes_dlh')$$, 'dead_letter setup: queue for a message with headers');
+INSERT INTO t_ids SELECT 'dlh', pgmq.send('t_outcomes_dlh', pgbus.job_envelope('t_outcomes_dlh', 'Traced', '{}', NULL, NULL),
+                                          '{"trace_id": "abc"}'::jsonb);
+SELECT is(pg_temp.read1('t_outcomes_dlh'), pg_temp.id('dlh'), 'dead_letter setup: the job read');
+SELECT is(pgbus.dead_letter('t_outcomes_dlh', pg_temp.id('dlh'), '{"class": "E"}', false), true,
+          'dead_letter: record_stats => false dead-letters');
+SELECT is((pg_temp.dl('t_outcomes_dlh', pg_temp.id('dlh'))).headers ->> 'trace_id', 'abc',
+          'dead_letter: the message''s own headers are kept');
+SELECT is((pg_temp.dl('t_outcomes_dlh', pg_temp.id('dlh'))).headers -> 'pgbus_dead_letter' ->> 'queue', 't_outcomes_dlh',
+          'dead_letter: and the dead-letter header is added');
+SELECT is(pg_temp.stats('t_outcomes_dlh'), '', 'dead_letter: record_stats => false writes no stat');
+
+-- The longest valid queue name (43 characters) can dead-letter too.
+SELECT isnt(pg_temp.enq('dl47', repeat('q', 43), 'Long'), NULL, 'dead_letter setup: a job in a queue with a 43-character name');
+SELECT is(pg_temp.read1(repeat('q', 43)), pg_temp.id('dl47'), 'dead_letter setup: the job read');
+SELECT is(pg_temp.eval(format('SELECT pgbus.dead_letter(%L, %s, %L)', repeat('q', 43), pg_temp.id('dl47'), '{"class": "E"}')),
+          'true', 'dead_letter: a message in a queue with a 43-character name can be dead-lettered');
+
+-------------------------------------------------------------------------------------------------
+-- job_failed: retry, retry, dead letter, gone.
+-------------------------------------------------------------------------------------------------
+CREATE TEMP TABLE t_policy (name text PRIMARY KEY, policy jsonb);
+INSERT INTO t_policy VALUES
+    ('two', '{"max_retries": 2, "backoff_base": 10, "backoff_max": 3600, "jitter": 0}'),
+    ('none', '{"max_retries": 0, "backoff_base": 10, "backoff_max": 3600, "jitter": 0}'),
+    ('capped', '{"max_retries": 100, "backoff_base": 10, "backoff_max": 60, "jitter": 0}'),
+    ('jitter', '{"max_retries": 5, "backoff_base": 10, "backoff_max": 3600, "jitter": 0.5}');
+CREATE FUNCTION pg_temp.policy(name text) RETURNS jsonb LANGUAGE sql AS $f$
+    SELECT policy FROM t_policy WHERE t_policy.name = $1
+$f$;
+
+SELECT isnt(pg_temp.enq('f', 't_outcomes_f', 'Flaky'), NULL, 'job_failed setup: a job enqueued');
+INSERT INTO t_msg SELECT 'f', (pg_temp.msg('t_outcomes_f', pg_temp.id('f'))).message;
+SELECT is(pg_temp.read1('t_outcomes_f'), pg_temp.id('f'), 'job_failed setup: attempt 1 read');
+SELECT is(pgbus.job_failed('t_outcomes_f', pg_temp.id('f'), '{"class": "Timeout", "message": "took too long", "backtrace": "line 1"}',
+                           pg_temp.policy('two'), 250), 'retry',
+          'job_failed: read_ct 1 <= max_retries 2 is retry');
+SELECT ok((pg_temp.msg('t_outcomes_f', pg_temp.id('f'))).vt BETWEEN now() + interval '10 seconds' AND clock_timestamp() + interval '10 seconds',
+          'job_failed: the message is hidden for the backoff (base 10 s on attempt 1)');
+SELECT is(pg_temp.read1('t_outcomes_f'), NULL, 'job_failed: a message waiting for its retry is not read');
+SELECT results_eq(
+    $$SELECT job_class, error_class, error_message, backtrace, read_ct, failed_at
+      FROM pgbus.job_failures WHERE queue_name = 't_outcomes_f' AND msg_id = pg_temp.id('f')$$,
+    $$VALUES ('Flaky'::text, 'Timeout'::text, 'took too long'::text, 'line 1'::text, 1, now())$$,
+    'job_failed: records the failure (class, message, backtrace, read_ct)');
+SELECT is(pg_temp.stats('t_outcomes_f'), 'Flaky failed 250 - 0', 'job_failed: a failed stat with the duration and 0 retries');
+
+SELECT lives_ok($$SELECT pg_temp.due('t_outcomes_f', pg_temp.id('f'))$$, 'job_failed setup: the retry is due');
+SELECT is(pg_temp.read1('t_outcomes_f'), pg_temp.id('f'), 'job_failed setup: attempt 2 read');
+SELECT is(pgbus.job_failed('t_outcomes_f', pg_temp.id('f'), '{"class": "Boom", "message": "again"}', pg_temp.policy('two'), 30),
+          'retry', 'job_failed: read_ct 2 <= max_retries 2 is retry');
+SELECT ok((pg_temp.msg('t_outcomes_f', pg_temp.id('f'))).vt BETWEEN now() + interval '20 seconds' AND clock_timestamp() + interval '20 seconds',
+          'job_failed: the backoff doubles on attempt 2 (20 s)');
+SELECT results_eq(
+    $$SELECT job_class, error_class, error_message, backtrace, read_ct
+      FROM pgbus.job_failures WHERE queue_name = 't_outcomes_f'$$,
+    $$VALUES ('Flaky'::text, 'Boom'::text, 'again'::text, NULL::text, 2)$$,
+    'job_failed: the failure record is updated in place (one row, latest error, read_ct 2)');
+SELECT is(pg_temp.stats('t_outcomes_f'), 'Flaky failed 250 - 0; Flaky failed 30 - 1', 'job_failed: a second failed stat, 1 retry');
+
+SELECT lives_ok($$SELECT pg_temp.due('t_outcomes_f', pg_temp.id('f'))$$, 'job_failed setup: the retry is due again');
+SELECT is(pg_temp.read1('t_outcomes_f'), pg_temp.id('f'), 'job_failed setup: attempt 3 read');
+SELECT is(pgbus.job_failed('t_outcomes_f', pg_temp.id('f'), '{"class": "Boom", "message": "third"}', pg_temp.policy('two'), 40),
+          'dead_lettered', 'job_failed: read_ct 3 > max_retries 2 is dead_lettered');
+SELECT ok(pg_temp.msg('t_outcomes_f', pg_temp.id('f')) IS NULL, 'job_failed: the dead-lettered message left the queue');
+SELECT is((pg_temp.dl('t_outcomes_f', pg_temp.id('f'))).message, (SELECT message FROM t_msg WHERE name = 'f'),
+          'job_failed: the message is in <queue>_dlq with its body');
+SELECT results_eq(
+    $$SELECT h ->> 'queue', (h ->> 'msg_id')::bigint, (h ->> 'read_ct')::integer, h -> 'error'
+      FROM (SELECT (pg_temp.dl('t_outcomes_f', pg_temp.id('f'))).headers -> 'pgbus_dead_letter' AS h) s$$,
+    $$VALUES ('t_outcomes_f'::text, pg_temp.id('f'), 3, '{"class": "Boom", "message": "third"}'::jsonb)$$,
+    'job_failed: headers->pgbus_dead_letter holds queue, msg_id, read_ct 3 and the error');
+SELECT is(pg_temp.failures('t_outcomes_f'), 0::bigint, 'job_failed: dead-lettering clears the failure record');
+SELECT is(pg_temp.stats('t_outcomes_f'), 'Flaky failed 250 - 0; Flaky failed 30 - 1; Flaky dead_lettered 0 - 2',
+          'job_failed: a dead_lettered stat with 2 retries');
+SELECT is(pgbus.job_failed('t_outcomes_f', pg_temp.id('f'), '{}', pg_temp.policy('two')), 'gone',
+          'job_failed: gone once the message was dead-lettered');
+SELECT is(pgbus.job_failed('t_outcomes_f', 999999, '{}', pg_temp.policy('two')), 'gone', 'job_failed: gone for an id that never existed');
+SELECT is(pg_temp.stats('t_outcomes_f'), 'Flaky failed 250 - 0; Flaky failed 30 - 1; Flaky dead_lettered 0 - 2',
+          'job_failed: gone records no stat');
+SELECT is(pg_temp.failures('t_outcomes_f'), 0::bigint, 'job_failed: gone records no failure');
+SELECT is((SELECT count(*) FROM pgmq.q_t_outcomes_f_dlq), 1::bigint, 'job_failed: gone dead-letters nothing more');
+
+-- max_retries 0: the first failure dead-letters.
+SELECT isnt(pg_temp.enq('f0', 't_outcomes_f0', 'Once'), NULL, 'job_failed setup: a job with no retries');
+SELECT is(pg_temp.read1('t_outcomes_f0'), pg_temp.id('f0'), 'job_failed setup: attempt 1 read');
+SELECT is(pgbus.job_failed('t_outcomes_f0', pg_temp.id('f0'), '{"class": "E"}', pg_temp.policy('none')), 'dead_lettered',
+          'job_failed: max_retries 0 dead-letters on the first failure');
+SELECT isnt((pg_temp.dl('t_outcomes_f0', pg_temp.id('f0'))).msg_id, NULL, 'job_failed: max_retries 0: in the dead-letter queue');
+SELECT is(pg_temp.failures('t_outcomes_f0'), 0::bigint, 'job_failed: max_retries 0: no failure record left');
+
+-- Error defaults.
+SELECT isnt(pg_temp.enq('fd', 't_outcomes_fd', 'Bare'), NULL, 'job_failed setup: a job failing without error details');
+SELECT is(pg_temp.read1('t_outcomes_fd'), pg_temp.id('fd'), 'job_failed setup: read');
+SELECT is(pgbus.job_failed('t_outcomes_fd', pg_temp.id('fd'), '{}', pg_temp.policy('two')), 'retry', 'job_failed: retry with an empty error');
+SELECT results_eq(
+    $$SELECT error_class, error_message, backtrace FROM pgbus.job_failures WHERE queue_name = 't_outcomes_fd'$$,
+    $$VALUES ('Error'::text, ''::text, NULL::text)$$,
+    'job_failed: an empty error is recorded as class Error, message ''''');
+
+-- The backoff is capped at backoff_max; jitter spreads it.
+SELECT isnt(pg_temp.enq('fc', 't_outcomes_fc', 'Capped'), NULL, 'job_failed setup: a job on its 10th attempt');
+SELECT is(pg_temp.read1('t_outcomes_fc'), pg_temp.id('fc'), 'job_failed setup: read');
+UPDATE pgmq.q_t_outcomes_fc SET read_ct = 10;
+SELECT is(pgbus.job_failed('t_outcomes_fc', pg_temp.id('fc'), '{}', pg_temp.policy('capped')), 'retry', 'job_failed: attempt 10 of 101 is retry');
+SELECT ok((pg_temp.msg('t_outcomes_fc', pg_temp.id('fc'))).vt BETWEEN now() + interval '60 seconds' AND clock_timestamp() + interval '60 seconds',
+          'job_failed: the backoff is capped at backoff_max (60 s)');
+SELECT isnt(pg_temp.enq('fj', 't_outcomes_fj', 'Jittery'), NULL, 'job_failed setup: a job with jitter 0.5');
+SELECT is(pg_temp.read1('t_outcomes_fj'), pg_temp.id('fj'), 'job_failed setup: read');
+SELECT is(pgbus.job_failed('t_outcomes_fj', pg_temp.id('fj'), '{}', pg_temp.policy('jitter')), 'retry', 'job_failed: retry with jitter');
+SELECT ok((pg_temp.msg('t_outcomes_fj', pg_temp.id('fj'))).vt BETWEEN now() + interval '5 seconds' AND clock_timestamp() + interval '15 seconds',
+          'job_failed: with jitter 0.5 the 10 s backoff is within 5-15 s');
+
+-- record_stats => false: no stat on retry nor on dead letter.
+SELECT isnt(pg_temp.enq('fq', 't_outcomes_fq', 'Quiet'), NULL, 'job_failed setup: a job failing without stats');
+SELECT is(pg_temp.read1('t_outcomes_fq'), pg_temp.id('fq'), 'job_failed setup: read');
+SELECT is(pgbus.job_failed('t_outcomes_fq', pg_temp.id('fq'), '{}', pg_temp.policy('two'), 10, false), 'retry',
+          'job_failed: retry with record_stats => false');
+SELECT is(pg_temp.failures('t_outcomes_fq'), 1::bigint, 'job_failed: record_stats => false still records the failure');
+UPDATE pgmq.q_t_outcomes_fq SET read_ct = 3;
+SELECT is(pgbus.job_failed('t_outcomes_fq', pg_temp.id('fq'), '{}', pg_temp.policy('two'), 10, false), 'dead_lettered',
+          'job_failed: dead_lettered with record_stats => false');
+SELECT is(pg_temp.stats('t_outcomes_fq'), '', 'job_failed: record_stats => false writes no stat at all');
+
+-- Batch members: a retry counts nothing; a dead letter counts as discarded and can finish the batch.
+INSERT INTO t_batch VALUES ('fail', pgbus.batch_open('fail', '{"case": "fail"}', '{"job_class": "Done", "queue": "t_outcomes_fcb"}',
+                                                     '{"job_class": "Fine", "queue": "t_outcomes_fcb"}',
+                                                     '{"job_class": "Lost", "queue": "t_outcomes_fcb"}'));
+SELECT isnt(pg_temp.enq('fb', 't_outcomes_fb', 'Member', (SELECT id FROM t_batch WHERE name = 'fail')), NULL,
+            'job_failed setup: the only batch member');
+SELECT is(pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'fail')), false, 'job_failed setup: batch closed');
+SELECT is(pg_temp.read1('t_outcomes_fb'), pg_temp.id('fb'), 'job_failed setup: member read');
+SELECT is(pgbus.job_failed('t_outcomes_fb', pg_temp.id('fb'), '{}', pg_temp.policy('none') || '{"max_retries": 1}'), 'retry',
+          'job_failed: a batch member retries');
+SELECT is((SELECT format('%s/%s/%s %s', completed_jobs, discarded_jobs, total_jobs, status) FROM pgbus.batches
+           WHERE batch_id = (SELECT id FROM t_batch WHERE name = 'fail')), '0/0/1 processing',
+          'job_failed: a retry does not count in the batch');
+UPDATE pgmq.q_t_outcomes_fb SET read_ct = 2;
+SELECT is(pgbus.job_failed('t_outcomes_fb', pg_temp.id('fb'), '{}', pg_temp.policy('none') || '{"max_retries": 1}'), 'dead_lettered',
+          'job_failed: the batch member is dead-lettered');
+SELECT is((SELECT format('%s/%s/%s %s', completed_jobs, discarded_jobs, total_jobs, status) FROM pgbus.batches
+           WHERE batch_id = (SELECT id FROM t_batch WHERE name = 'fail')), '0/1/1 finished',
+          'job_failed: the dead letter counts as discarded and finishes the batch');
+SELECT results_eq(
+    $$SELECT message ->> 'job_class' FROM pgmq.q_t_outcomes_fcb ORDER BY msg_id$$,
+    $$VALUES ('Done'::text), ('Lost')$$,
+    'job_failed: the batch sent on_complete and on_discard, not on_success');
+
+SELECT throws_ok($$SELECT pgbus.job_failed('t_outcomes_fb', 1, '{}', '{"backoff_base": 1}')$$, '22023',
+                 NULL, 'job_failed: a policy without max_retries is refused');
+SELECT throws_ok($$SELECT pgbus.job_failed('t_outcomes_fb', 1, '{}', NULL)$$, '22023',
+                 NULL, 'job_failed: a NULL policy is refused');
+
+SELECT * FROM finish();
+ROLLBACK;
