@@ -46,28 +46,26 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_app(args: argparse.Namespace) -> None:
-    """Imports the modules that define the app's jobs and call pgbus.configure()."""
+def _boot(args: argparse.Namespace) -> None:
+    """Logging, then the app's modules (its jobs and pgbus.configure()), then metrics."""
     import importlib
+    import logging
 
+    from pgbus.metrics import install_from_settings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for name in args.imports:
         try:
             importlib.import_module(name)
         except ImportError as exc:
             raise PgbusError(f"cannot import {name!r}: {exc}") from exc
-
-
-def _logging() -> None:
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    install_from_settings()
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from pgbus.worker import Worker
 
-    _logging()
-    _import_app(args)
+    _boot(args)
     queues = [q for q in args.queues.split(",") if q.strip()] or [settings().default_queue]
     return Worker(queues, threads=args.threads).run()
 
@@ -75,16 +73,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_dispatcher(args: argparse.Namespace) -> int:
     from pgbus.dispatcher import Dispatcher
 
-    _logging()
-    _import_app(args)
+    _boot(args)
     return Dispatcher().run()
 
 
 def cmd_start(args: argparse.Namespace) -> int:
     from pgbus.supervisor import Supervisor
 
-    _logging()
-    _import_app(args)
+    _boot(args)
     return Supervisor(args.imports, with_dispatcher=not args.no_dispatcher).run()
 
 

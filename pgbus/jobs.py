@@ -19,7 +19,7 @@ import contextvars
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 from uuid import UUID
@@ -36,10 +36,31 @@ from pgbus.serialization import dump_arguments
 
 _registry: dict[str, type[Job]] = {}
 
-# The connection of the job running on this thread: enqueues from inside a job join its
-# transaction.
-current_connection: contextvars.ContextVar[psycopg.Connection | None] = contextvars.ContextVar(
-    "pgbus_current_connection", default=None
+
+class JobTransaction:
+    """The running job's connection and transaction, both taken on first use: a job that never
+    touches the database holds no connection and is acknowledged in bulk; one that does
+    commits its writes (and the jobs it enqueues) together with its completion."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self._stack = stack
+        self._conn: psycopg.Connection | None = None
+
+    @property
+    def begun(self) -> bool:
+        return self._conn is not None
+
+    def connection(self) -> psycopg.Connection:
+        if self._conn is None:
+            conn = self._stack.enter_context(pool().connection())
+            self._stack.enter_context(conn.transaction())
+            self._conn = conn
+        return self._conn
+
+
+# The transaction of the job running on this thread: enqueues from inside a job join it.
+current_transaction: contextvars.ContextVar[JobTransaction | None] = contextvars.ContextVar(
+    "pgbus_current_transaction", default=None
 )
 
 
@@ -63,7 +84,8 @@ def job_class(name: str) -> type[Job]:
 @contextmanager
 def connection(conn: psycopg.Connection | None = None) -> Iterator[psycopg.Connection]:
     """The caller's connection, the running job's, or one from the pool."""
-    given = conn or current_connection.get()
+    running = current_transaction.get()
+    given = conn or (running.connection() if running is not None else None)
     if given is not None:
         yield given
     else:
@@ -158,7 +180,12 @@ class Job:
     read_ct: int
     job_id: str
     enqueued_at: datetime
-    conn: psycopg.Connection
+    transaction: JobTransaction
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        """This execution's connection, in the transaction that also records its completion."""
+        return self.transaction.connection()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

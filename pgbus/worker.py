@@ -1,9 +1,10 @@
 """The worker: reads PGMQ, runs job bodies on threads, reports each outcome to SQL.
 
-A job runs inside a transaction on its own connection, and `pgbus.job_succeeded` (archive,
-batch counter, stats) commits in that same transaction: the job's database writes and its
-completion land together or not at all. When the message turns out to be finished already (it
-was redelivered while this run was slow), the run's writes roll back.
+A job that uses the database (`self.conn`, or enqueueing) runs in a transaction on its own
+connection, and `pgbus.job_succeeded` (archive, batch counter, stats) commits in that same
+transaction: the job's writes and its completion land together or not at all. When the message
+turns out to be finished already (it was redelivered while this run was slow), the run's
+writes roll back. A job that never touches the database completes in one statement.
 
 Reads are sized to the free threads and wake on PGMQ's insert notifications, with polling as
 the fallback. A visibility heartbeat keeps running jobs' messages invisible. SIGTERM stops
@@ -16,11 +17,13 @@ import dataclasses
 import logging
 import math
 import os
+import queue
 import signal
 import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +35,7 @@ from pgbus import queues
 from pgbus.config import configure, settings
 from pgbus.db import pool
 from pgbus.instrumentation import emit, instrument
-from pgbus.jobs import Job, current_connection, job_class, retry_policy
+from pgbus.jobs import Job, JobTransaction, current_transaction, job_class, retry_policy
 from pgbus.migrate import require_migration
 from pgbus.processes import ProcessRecord, orphaned
 from pgbus.reporting import report_error
@@ -40,6 +43,17 @@ from pgbus.serialization import load_arguments
 
 log = logging.getLogger("pgbus.worker")
 BACKTRACE_LINES = 50
+MESSAGE_GONE = "PB001"  # pgbus.job_succeeded(..., raise_if_gone => true): finished by another run
+
+
+@dataclasses.dataclass(frozen=True)
+class Ack:
+    """A finished job that did not use the database, waiting to be acknowledged in bulk."""
+
+    delivery: Delivery
+    started: float
+    duration_ms: int
+    latency_ms: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +98,9 @@ class Worker:
             raise ValueError("a worker needs at least one thread")
         self.read_queues = queues.read_order(queue_names)
         self.threads = threads
+        # Messages held at once: one running per thread plus one waiting per thread, so a
+        # thread that finishes finds its next job without a round trip to the database.
+        self.capacity = 2 * threads
         s = settings()
         self.vt = max(1, math.ceil(s.visibility_timeout.total_seconds()))
         self.poll_seconds = s.polling_interval.total_seconds()
@@ -92,6 +109,9 @@ class Worker:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: dict[tuple[str, int], Delivery] = {}
+        self._reader_conn: psycopg.Connection | None = None
+        self._acks: queue.SimpleQueue[Ack] = queue.SimpleQueue()
+        self._unstarted: list[Delivery] = []  # read ahead, cancelled at shutdown
         self.processed = 0
         self.failed = 0
         # Every thread holds a connection while its job runs; one more each for reads and beats.
@@ -111,7 +131,8 @@ class Worker:
         record = ProcessRecord("worker", self._metadata)
         record.start()
         helpers = [
-            threading.Thread(target=self._keep_visible, name="pgbus-visibility", daemon=True)
+            threading.Thread(target=self._keep_visible, name="pgbus-visibility", daemon=True),
+            threading.Thread(target=self._acknowledge, name="pgbus-acknowledge", daemon=True),
         ]
         if settings().listen_notify:
             helpers.append(threading.Thread(target=self._listen, name="pgbus-listen", daemon=True))
@@ -123,6 +144,7 @@ class Worker:
             drained = self._drain()
         finally:
             self._closed.set()
+            self._close_reader()
             record.stop()
         return 0 if drained else 2
 
@@ -140,6 +162,7 @@ class Worker:
         self.stop()
 
     def _drain(self) -> bool:
+        self._release_unstarted()
         deadline = time.monotonic() + settings().drain_timeout.total_seconds()
         while self._in_flight and time.monotonic() < deadline:
             self._wake.wait(0.05)
@@ -150,6 +173,23 @@ class Worker:
             return False
         log.info("worker stopped: %d jobs processed, %d failed", self.processed, self.failed)
         return True
+
+    def _release_unstarted(self) -> None:
+        """Jobs read ahead but not started go back to the queue at once for other workers."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        by_queue: dict[str, list[int]] = {}
+        for d in self._unstarted:
+            by_queue.setdefault(d.queue, []).append(d.msg_id)
+        try:
+            with pool().connection() as c:
+                for q, ids in by_queue.items():
+                    c.execute("SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)", (q, ids))
+        except psycopg.Error as exc:  # they come back after the visibility timeout instead
+            report_error(exc, {"action": "release_unstarted"})
+        for d in self._unstarted:
+            self._finished(d)
+        if self._unstarted:
+            log.info("released %d jobs that had not started", len(self._unstarted))
 
     def _metadata(self) -> dict[str, Any]:
         return {
@@ -166,7 +206,7 @@ class Worker:
         backoff = 0.5
         while not self._stopping.is_set():
             self._wake.clear()
-            free = self.threads - len(self._in_flight)
+            free = self.capacity - len(self._in_flight)
             got = 0
             if free > 0:
                 try:
@@ -189,11 +229,18 @@ class Worker:
 
     def _read(self, qty: int) -> list[Delivery]:
         started = time.monotonic()
-        with pool().connection() as c:
-            rows = c.execute(
-                "SELECT queue, msg_id, read_ct, enqueued_at, message FROM pgbus.read_jobs(%s, %s, %s)",
-                (self.read_queues, self.vt, qty),
-            ).fetchall()
+        try:
+            rows = (
+                self._reader()
+                .execute(
+                    "SELECT queue, msg_id, read_ct, enqueued_at, message FROM pgbus.read_jobs(%s, %s, %s)",
+                    (self.read_queues, self.vt, qty),
+                )
+                .fetchall()
+            )
+        except psycopg.Error:
+            self._close_reader()
+            raise
         emit(
             "pgbus.client.read_batch",
             queue=",".join(self.read_queues),
@@ -202,6 +249,20 @@ class Worker:
             duration=time.monotonic() - started,
         )
         return [Delivery(*r) for r in rows]
+
+    def _reader(self) -> psycopg.Connection:
+        """The main loop's own connection. Its commits do not wait for the disk: a read lost in
+        a crash only makes its messages visible again, which at-least-once delivery allows."""
+        if self._reader_conn is None or self._reader_conn.closed:
+            self._reader_conn = psycopg.connect(
+                settings().dsn(), autocommit=True, options="-c synchronous_commit=off"
+            )
+        return self._reader_conn
+
+    def _close_reader(self) -> None:
+        if self._reader_conn is not None:
+            self._reader_conn.close()
+            self._reader_conn = None
 
     def _listen(self) -> None:
         """Wakes the loop on every insert notification of our queues; reconnects on failure."""
@@ -244,7 +305,8 @@ class Worker:
     def _submit(self, d: Delivery) -> None:
         with self._lock:
             self._in_flight[(d.queue, d.msg_id)] = d
-        self._executor.submit(self._execute, d).add_done_callback(lambda _: self._finished(d))
+        future = self._executor.submit(self._execute, d)
+        future.add_done_callback(lambda f: self._unstarted.append(d) if f.cancelled() else None)
 
     def _finished(self, d: Delivery) -> None:
         with self._lock:
@@ -253,64 +315,129 @@ class Worker:
 
     def _execute(self, d: Delivery) -> None:
         started = time.monotonic()
+        latency_ms = self._latency_ms(d)
         cls: type[Job] | None = None
+        acknowledged_later = False
         try:
             cls = job_class(d.job_name)
             if d.read_ct > retry_policy(cls)["max_retries"] + 1:
                 self._dead_letter_unrun(d)
                 return
             args, kwargs = load_arguments(d.message)
-            self._run(cls, d, args, kwargs, started)
+            acknowledged_later = self._run(cls, d, args, kwargs, started, latency_ms)
         except Exception as exc:
             self._failed(d, cls, exc, started)
+        finally:
+            if not acknowledged_later:
+                self._finished(d)
 
-    def _run(self, cls: type[Job], d: Delivery, args: tuple, kwargs: dict, started: float) -> None:
-        for attempt in (1, 2):
-            body_started = False
+    def _run(
+        self,
+        cls: type[Job],
+        d: Delivery,
+        args: tuple,
+        kwargs: dict,
+        started: float,
+        latency_ms: int,
+    ) -> bool:
+        """Runs the job; True when its completion went to the bulk acknowledger."""
+        with instrument("pgbus.executor.execute", **d.context(), enqueued_at=d.enqueued_at):
             try:
-                with (
-                    pool().connection() as conn,
-                    instrument("pgbus.executor.execute", **d.context(), enqueued_at=d.enqueued_at),
-                ):
-                    done = None
-                    with conn.transaction():
-                        job = cls()
-                        job.msg_id, job.read_ct, job.conn = d.msg_id, d.read_ct, conn
-                        job.job_id, job.enqueued_at = d.message.get("job_id", ""), d.enqueued_at
-                        token = current_connection.set(conn)
-                        body_started = True
-                        try:
-                            job.perform(*args, **kwargs)
-                        finally:
-                            current_connection.reset(token)
-                        done = conn.execute(
-                            "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s)",
-                            (
-                                d.queue,
-                                d.msg_id,
-                                self._ms_since(started),
-                                self._latency_ms(d),
-                                settings().stats_enabled,
-                            ),
-                        ).fetchone()[0]
-                        if not done:
-                            raise psycopg.Rollback()
-                break
-            except psycopg.OperationalError:
-                # A pooled connection that died while idle (server restart): one fresh try,
-                # as long as the job's body has not run.
-                if body_started or attempt == 2:
+                with ExitStack() as stack:
+                    job = cls()
+                    job.msg_id, job.read_ct, job.job_id = (
+                        d.msg_id,
+                        d.read_ct,
+                        d.message.get("job_id", ""),
+                    )
+                    job.enqueued_at, job.transaction = d.enqueued_at, JobTransaction(stack)
+                    token = current_transaction.set(job.transaction)
+                    try:
+                        job.perform(*args, **kwargs)
+                    finally:
+                        current_transaction.reset(token)
+                    if not job.transaction.begun:
+                        self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))
+                        return True
+                    job.conn.execute(
+                        "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s, true)",
+                        (
+                            d.queue,
+                            d.msg_id,
+                            self._ms_since(started),
+                            latency_ms,
+                            settings().stats_enabled,
+                        ),
+                    )
+            except psycopg.Error as exc:
+                if exc.sqlstate != MESSAGE_GONE:
                     raise
-        if done:
-            with self._lock:
-                self.processed += 1
-            emit("pgbus.job_completed", **d.context(), duration=time.monotonic() - started)
-        else:
-            log.info(
-                "job %s (msg %s) was finished by another run; this run's writes rolled back",
-                d.job_name,
-                d.msg_id,
-            )
+                self._finished_elsewhere(d)
+                return False
+        self._completed(d, started)
+        return False
+
+    def _acknowledge(self) -> None:
+        """Completes, in bulk, the jobs that did not use the database: one statement per queue
+        for every completion waiting, instead of one transaction each."""
+        while True:
+            try:
+                acks = [self._acks.get(timeout=0.2)]
+            except queue.Empty:
+                if self._closed.is_set():
+                    return
+                continue
+            while len(acks) < 1000:
+                try:
+                    acks.append(self._acks.get_nowait())
+                except queue.Empty:
+                    break
+            by_queue: dict[str, list[Ack]] = {}
+            for a in acks:
+                by_queue.setdefault(a.delivery.queue, []).append(a)
+            for q, items in by_queue.items():
+                self._acknowledge_queue(q, items)
+
+    def _acknowledge_queue(self, q: str, items: list[Ack]) -> None:
+        try:
+            with pool().connection() as c:
+                done = {
+                    row[0]
+                    for row in c.execute(
+                        "SELECT * FROM pgbus.jobs_succeeded(%s, %s::bigint[], %s::integer[],"
+                        " %s::bigint[], %s)",
+                        (
+                            q,
+                            [a.delivery.msg_id for a in items],
+                            [a.duration_ms for a in items],
+                            [a.latency_ms for a in items],
+                            settings().stats_enabled,
+                        ),
+                    )
+                }
+        except psycopg.Error as exc:
+            # Their messages come back after the visibility timeout and run again.
+            report_error(exc, {"action": "acknowledge_jobs", "queue": q, "count": len(items)})
+            done = None
+        for a in items:
+            if done is not None and a.delivery.msg_id in done:
+                self._completed(a.delivery, a.started)
+            elif done is not None:
+                self._finished_elsewhere(a.delivery)
+            self._finished(a.delivery)
+
+    def _completed(self, d: Delivery, started: float) -> None:
+        with self._lock:
+            self.processed += 1
+        emit("pgbus.job_completed", **d.context(), duration=time.monotonic() - started)
+
+    @staticmethod
+    def _finished_elsewhere(d: Delivery) -> None:
+        log.info(
+            "job %s (msg %s) was finished by another run; this run's writes rolled back",
+            d.job_name,
+            d.msg_id,
+        )
 
     def _failed(self, d: Delivery, cls: type[Job] | None, exc: Exception, started: float) -> None:
         with self._lock:

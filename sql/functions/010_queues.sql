@@ -91,6 +91,12 @@ BEGIN
         END IF;
     END IF;
     PERFORM pgbus.ensure_queue(queue);
+    IF n = 1 THEN  -- pgmq.send costs less than a batch of one
+        RETURN QUERY SELECT * FROM pgmq.send(
+            queue, pgbus.job_envelope(queue, job_class, arguments[1], run_at, batch_id),
+            coalesce(run_at, clock_timestamp()));
+        RETURN;
+    END IF;
     RETURN QUERY
         SELECT * FROM pgmq.send_batch(
             queue,

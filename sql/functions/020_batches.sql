@@ -86,9 +86,12 @@ BEGIN
 END;
 $$;
 
--- Counts one member as completed or discarded (dead-lettered); true when that finished it.
+-- (Its earlier signature, without n.)
+DROP FUNCTION IF EXISTS pgbus.batch_member_done(uuid, text);
+
+-- Counts n members as completed or discarded (dead-lettered); true when that finished it.
 -- A batch that is gone (cleaned up) counts nothing.
-CREATE OR REPLACE FUNCTION pgbus.batch_member_done(batch uuid, outcome text)
+CREATE OR REPLACE FUNCTION pgbus.batch_member_done(batch uuid, outcome text, n integer DEFAULT 1)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -96,9 +99,13 @@ BEGIN
         RAISE EXCEPTION 'pgbus: batch member outcome is completed or discarded, got %', outcome
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF n IS NULL OR n < 1 THEN
+        RAISE EXCEPTION 'pgbus: batch_member_done counts at least one member, got %', n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     UPDATE pgbus.batches
-    SET completed_jobs = completed_jobs + (outcome = 'completed')::integer,
-        discarded_jobs = discarded_jobs + (outcome = 'discarded')::integer
+    SET completed_jobs = completed_jobs + CASE WHEN outcome = 'completed' THEN n ELSE 0 END,
+        discarded_jobs = discarded_jobs + CASE WHEN outcome = 'discarded' THEN n ELSE 0 END
     WHERE batch_id = batch AND status <> 'finished';
     IF NOT FOUND THEN
         RETURN false;

@@ -26,28 +26,71 @@ LANGUAGE sql AS $$
             greatest(coalesce(duration_ms, 0), 0), latency_ms, greatest(coalesce(retry_count, 0), 0))
 $$;
 
--- Success: archive, count the batch member, record the stat. False (and nothing done) when the
--- message is already gone: another worker finished it, so the caller must roll back.
-CREATE OR REPLACE FUNCTION pgbus.job_succeeded(
-    queue text, msg_id bigint, duration_ms integer DEFAULT 0, latency_ms bigint DEFAULT NULL,
-    record_stats boolean DEFAULT true
-) RETURNS boolean
+-- (Its earlier signature, without raise_if_gone.)
+DROP FUNCTION IF EXISTS pgbus.job_succeeded(text, bigint, integer, bigint, boolean);
+
+-- Success of several messages of one queue at once (a worker acknowledges jobs that did not
+-- use the database in bulk): archive them, count their batch members, record their stats.
+-- Returns the ids it completed; an id missing from the answer was already gone (finished by
+-- another run). durations_ms and latencies_ms run parallel to msg_ids.
+CREATE OR REPLACE FUNCTION pgbus.jobs_succeeded(
+    queue text, msg_ids bigint[], durations_ms integer[] DEFAULT NULL,
+    latencies_ms bigint[] DEFAULT NULL, record_stats boolean DEFAULT true
+) RETURNS SETOF bigint
 LANGUAGE plpgsql AS $$
 DECLARE
-    m pgmq.message_record := pgbus.lock_message(queue, msg_id);
+    done bigint[];
+    archive_table text := pgmq.format_table_name(queue, 'a');
+    b record;
 BEGIN
-    IF m.msg_id IS NULL THEN
-        RETURN false;
+    done := ARRAY(SELECT pgmq.archive(queue, ARRAY(SELECT DISTINCT unnest(msg_ids) ORDER BY 1)));
+    IF cardinality(done) = 0 THEN
+        RETURN;
     END IF;
-    PERFORM pgmq.archive(queue, msg_id);
-    DELETE FROM pgbus.job_failures f WHERE f.queue_name = queue AND f.msg_id = job_succeeded.msg_id;
-    IF m.message ? 'batch_id' THEN
-        PERFORM pgbus.batch_member_done((m.message ->> 'batch_id')::uuid, 'completed');
-    END IF;
+    DELETE FROM pgbus.job_failures f WHERE f.queue_name = queue AND f.msg_id = ANY (done);
+    -- Batches in a fixed order, so two bulk completions never wait on each other in a cycle.
+    FOR b IN EXECUTE format(
+        'SELECT (message ->> ''batch_id'')::uuid AS batch_id, count(*)::integer AS n FROM pgmq.%I'
+        ' WHERE msg_id = ANY ($1) AND message ? ''batch_id'' GROUP BY 1 ORDER BY 1', archive_table)
+        USING done
+    LOOP
+        PERFORM pgbus.batch_member_done(b.batch_id, 'completed', b.n);
+    END LOOP;
     IF record_stats THEN
-        PERFORM pgbus.record_job_stat(queue, m.message, 'success', duration_ms, latency_ms, m.read_ct - 1);
+        EXECUTE format(
+            'INSERT INTO pgbus.job_stats (job_class, queue_name, status, duration_ms, enqueue_latency_ms, retry_count)'
+            ' SELECT coalesce(a.message ->> ''job_class'', ''(unknown)''), $2, ''success'','
+            '        greatest(coalesce(t.duration_ms, 0), 0), t.latency_ms, greatest(a.read_ct - 1, 0)'
+            ' FROM pgmq.%I a'
+            ' LEFT JOIN (SELECT DISTINCT ON (u.msg_id) u.msg_id, u.duration_ms, u.latency_ms'
+            '            FROM unnest($3, $4, $5) WITH ORDINALITY AS u(msg_id, duration_ms, latency_ms, i)'
+            '            ORDER BY u.msg_id, u.i) AS t ON t.msg_id = a.msg_id'
+            ' WHERE a.msg_id = ANY ($1)', archive_table)
+            USING done, queue, msg_ids, durations_ms, latencies_ms;
     END IF;
-    RETURN true;
+    RETURN QUERY SELECT unnest(done);
+END;
+$$;
+
+-- Success of one message, in the caller's transaction (the job's own writes commit with it).
+-- When the message is already gone (another run finished it) nothing is done: the answer is
+-- false, or with raise_if_gone the error PB001, which aborts the caller's transaction and so
+-- the job's writes with it.
+CREATE OR REPLACE FUNCTION pgbus.job_succeeded(
+    queue text, msg_id bigint, duration_ms integer DEFAULT 0, latency_ms bigint DEFAULT NULL,
+    record_stats boolean DEFAULT true, raise_if_gone boolean DEFAULT false
+) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pgbus.jobs_succeeded(queue, ARRAY[msg_id], ARRAY[duration_ms],
+                                                  ARRAY[latency_ms], record_stats)) THEN
+        RETURN true;
+    END IF;
+    IF raise_if_gone THEN
+        RAISE EXCEPTION 'pgbus: message % of % was finished by another run', msg_id, queue
+            USING ERRCODE = 'PB001';
+    END IF;
+    RETURN false;
 END;
 $$;
 

@@ -95,3 +95,11 @@ class EnqueueThenFail(pgbus.Job):
 class EnqueueChild(pgbus.Job):
     def perform(self, key: str) -> None:
         Record.perform_later(f"child of {key}")
+
+
+class ArchivesItselfWithoutTransaction(pgbus.Job):
+    """Never touches its own connection; its message is archived by 'another worker'."""
+
+    def perform(self, key: str) -> None:
+        with psycopg.connect(settings().dsn(), autocommit=True) as other:
+            other.execute("SELECT pgmq.archive('pgbus_default', %s::bigint)", (self.msg_id,))

@@ -251,3 +251,47 @@ def test_postgres_restart_while_two_workers_process_a_backlog(procs):
         procs.clear()
         subprocess.run([*pg, "stop"], env=env, capture_output=True)
         subprocess.run(["rm", "-rf", str(state)], check=False)
+
+
+def test_worker_process_sends_statsd_metrics(db_url, effects, procs):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        udp.settimeout(20)
+        port = udp.getsockname()[1]
+        procs.append(
+            worker(db_url, env={"PGBUS_METRICS_BACKEND": "statsd", "PGBUS_STATSD_PORT": str(port)})
+        )
+        Record.perform_later("measured")
+        packets = []
+        while not any(p.startswith("pgbus_queue_job_count:1|c") for p in packets):
+            packets.append(udp.recv(4096).decode())
+    assert (
+        "pgbus_queue_job_count:1|c|#job_class:tests.py.sample_jobs:Record,queue:pgbus_default,status:processed"
+        in packets
+    )
+    assert any(p.startswith("pgbus_job_duration_ms:") and p.split("|")[1] == "ms" for p in packets)
+
+
+def test_sigterm_releases_jobs_read_ahead_but_not_started(db_url, effects, procs):
+    SlowOnFirstRun.perform_later("running", 2)
+    Record.perform_later("waiting")
+    w = worker(db_url, "--threads", "1")  # holds two: one running, one read ahead
+    procs.append(w)
+    wait_until(lambda: count_effects(effects, "started", "running") == 1)
+    wait_until(
+        lambda: (
+            effects.execute(
+                "SELECT count(*) FROM pgmq.q_pgbus_default WHERE read_ct = 1"
+            ).fetchone()[0]
+            == 2
+        )
+    )
+    w.signal(signal.SIGTERM)
+    assert w.wait(20) == 0
+    assert count_effects(effects, "done", "running") == 1
+    assert count_effects(effects, "done", "waiting") == 0
+    # Back in the queue, visible now for any other worker.
+    assert effects.execute(
+        "SELECT message->'args', vt <= now() FROM pgmq.q_pgbus_default"
+    ).fetchall() == [(["waiting"], True)]
+    assert "released 1 jobs that had not started" in w.output()

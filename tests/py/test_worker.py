@@ -200,3 +200,39 @@ def test_job_connection_is_the_transaction(db_url, effects):
         app.commit()
     with running_worker():
         wait_until(lambda: count_effects(effects, "done", "app") == 1)
+
+
+def test_jobs_without_database_work_are_acknowledged_in_bulk(effects, events):
+    from tests.py.sample_jobs import record_function
+
+    record_function.perform_all_later([(f"f{i}",) for i in range(30)])
+    with running_worker(queues=["functions"], threads=4):
+        wait_until(lambda: archived(effects, "pgbus_functions") == 30, what="30 acknowledged")
+    assert count_effects(effects, "function") == 30
+    assert queue_depth(effects, "pgbus_functions") == 0
+    assert [n for n, _ in events].count("pgbus.job_completed") == 30
+    stats = effects.execute(
+        "SELECT count(*), bool_and(status = 'success') FROM pgbus.job_stats"
+    ).fetchone()
+    assert stats == (30, True)
+
+
+def test_a_bulk_acknowledged_job_finished_elsewhere_is_not_counted(effects, events):
+    """The acknowledger finds the message gone (another run archived it): no completion."""
+    from tests.py.sample_jobs import ArchivesItselfWithoutTransaction
+
+    ArchivesItselfWithoutTransaction.perform_later("solo")
+    with running_worker():
+        wait_until(lambda: archived(effects) == 1)
+        wait_until(lambda: any(n == "pgbus.executor.execute" for n, _ in events))
+        wait_until(
+            lambda: (
+                effects.execute(
+                    "SELECT count(*) FROM pgbus.processes WHERE (metadata->>'in_flight')::int = 0"
+                ).fetchone()[0]
+                == 1
+            ),
+            timeout=15,
+        )
+    assert "pgbus.job_completed" not in [n for n, _ in events]
+    assert effects.execute("SELECT count(*) FROM pgbus.job_stats").fetchone()[0] == 0

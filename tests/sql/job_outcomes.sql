@@ -1,8 +1,8 @@
 -- pgTAP tests for sql/functions/030_job_outcomes.sql:
--- pgbus.lock_message, record_job_stat, job_succeeded, dead_letter, job_failed.
+-- pgbus.lock_message, record_job_stat, job_succeeded, jobs_succeeded, dead_letter, job_failed.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(149);
+SELECT plan(231);
 
 -- Scratch space (dropped by the ROLLBACK).
 CREATE TEMP TABLE t_ids (name text PRIMARY KEY, id bigint);
@@ -88,12 +88,18 @@ $f$;
 SELECT has_function('pgbus', 'lock_message', ARRAY['text', 'bigint'], 'pgbus.lock_message(text, bigint) exists');
 SELECT has_function('pgbus', 'record_job_stat', ARRAY['text', 'jsonb', 'text', 'integer', 'bigint', 'integer'],
                     'pgbus.record_job_stat(text, jsonb, text, integer, bigint, integer) exists');
-SELECT has_function('pgbus', 'job_succeeded', ARRAY['text', 'bigint', 'integer', 'bigint', 'boolean'],
-                    'pgbus.job_succeeded(text, bigint, integer, bigint, boolean) exists');
+SELECT has_function('pgbus', 'job_succeeded', ARRAY['text', 'bigint', 'integer', 'bigint', 'boolean', 'boolean'],
+                    'pgbus.job_succeeded(text, bigint, integer, bigint, boolean, boolean) exists');
 SELECT has_function('pgbus', 'dead_letter', ARRAY['text', 'bigint', 'jsonb', 'boolean'],
                     'pgbus.dead_letter(text, bigint, jsonb, boolean) exists');
 SELECT has_function('pgbus', 'job_failed', ARRAY['text', 'bigint', 'jsonb', 'jsonb', 'integer', 'boolean'],
                     'pgbus.job_failed(text, bigint, jsonb, jsonb, integer, boolean) exists');
+SELECT has_function('pgbus', 'jobs_succeeded', ARRAY['text', 'bigint[]', 'integer[]', 'bigint[]', 'boolean'],
+                    'pgbus.jobs_succeeded(text, bigint[], integer[], bigint[], boolean) exists');
+SELECT function_returns('pgbus', 'jobs_succeeded', ARRAY['text', 'bigint[]', 'integer[]', 'bigint[]', 'boolean'], 'setof bigint',
+                        'pgbus.jobs_succeeded returns setof bigint');
+SELECT hasnt_function('pgbus', 'job_succeeded', ARRAY['text', 'bigint', 'integer', 'bigint', 'boolean'],
+                      'the earlier pgbus.job_succeeded(text, bigint, integer, bigint, boolean) is gone');
 
 -------------------------------------------------------------------------------------------------
 -- lock_message
@@ -216,6 +222,224 @@ DELETE FROM pgbus.batches WHERE batch_id = (SELECT id FROM t_batch WHERE name = 
 SELECT is(pg_temp.read1('t_outcomes_bg'), pg_temp.id('bg'), 'job_succeeded setup: member read');
 SELECT is(pgbus.job_succeeded('t_outcomes_bg', pg_temp.id('bg')), true, 'job_succeeded: a member of a batch that is gone succeeds');
 SELECT ok((pg_temp.msg('t_outcomes_bg', pg_temp.id('bg'), 'a')).msg_id IS NOT NULL, 'job_succeeded: and is archived');
+
+-- raise_if_gone: true for a message that is there; PB001 for one that is gone (which aborts the
+-- caller's transaction, so the job's own writes with it); the default stays false.
+SELECT isnt(pg_temp.enq('rg', 't_outcomes_rg', 'Raiser'), NULL, 'job_succeeded setup: a job for raise_if_gone');
+SELECT is(pg_temp.read1('t_outcomes_rg'), pg_temp.id('rg'), 'job_succeeded setup: the raise_if_gone job read');
+SELECT is(pgbus.job_succeeded('t_outcomes_rg', pg_temp.id('rg'), 3, 4, true, true), true,
+          'job_succeeded: raise_if_gone => true is true for a message that is there');
+SELECT ok((pg_temp.msg('t_outcomes_rg', pg_temp.id('rg'), 'a')).msg_id IS NOT NULL,
+          'job_succeeded: raise_if_gone => true archives the message');
+SELECT throws_ok(format('SELECT pgbus.job_succeeded(%L, %s, raise_if_gone => true)', 't_outcomes_rg', pg_temp.id('rg')), 'PB001',
+                 format('pgbus: message %s of t_outcomes_rg was finished by another run', pg_temp.id('rg')),
+                 'job_succeeded: raise_if_gone => true raises PB001 for a message that is gone');
+SELECT throws_ok($$SELECT pgbus.job_succeeded('t_outcomes_rg', 999999, 0, NULL, true, true)$$, 'PB001', NULL,
+                 'job_succeeded: raise_if_gone => true raises PB001 for an id that never existed');
+CREATE TEMP TABLE t_job_writes (n integer);
+SELECT throws_ok(format($q$DO $d$ BEGIN
+                               INSERT INTO t_job_writes VALUES (1);
+                               PERFORM pgbus.job_succeeded('t_outcomes_rg', %s, raise_if_gone => true);
+                           END $d$$q$, pg_temp.id('rg')), 'PB001', NULL,
+                 'job_succeeded: PB001 raised in the caller''s transaction');
+SELECT is((SELECT count(*) FROM t_job_writes), 0::bigint, 'job_succeeded: PB001 takes the job''s own writes with it');
+SELECT is(pg_temp.stats('t_outcomes_rg'), 'Raiser success 3 4 0', 'job_succeeded: a PB001 for a gone message records no stat');
+SELECT is((SELECT count(*) FROM pgmq.a_t_outcomes_rg), 1::bigint, 'job_succeeded: a PB001 for a gone message archives nothing');
+SELECT is(pgbus.job_succeeded('t_outcomes_rg', pg_temp.id('rg')), false,
+          'job_succeeded: by default a gone message is false, not an error');
+SELECT is(pgbus.job_succeeded('t_outcomes_rg', pg_temp.id('rg'), raise_if_gone => false), false,
+          'job_succeeded: raise_if_gone => false: a gone message is false');
+
+-------------------------------------------------------------------------------------------------
+-- jobs_succeeded: bulk success of one queue's messages.
+-------------------------------------------------------------------------------------------------
+-- Stats of a queue by job class (rows written by one statement have no meaningful id order).
+CREATE FUNCTION pg_temp.stats_by_class(queue text) RETURNS text LANGUAGE sql AS $f$
+    SELECT coalesce(string_agg(format('%s %s %s %s %s', job_class, status, duration_ms,
+                                      coalesce(enqueue_latency_ms::text, '-'), retry_count), '; '
+                               ORDER BY job_class, duration_ms, enqueue_latency_ms), '')
+    FROM pgbus.job_stats WHERE queue_name = queue
+$f$;
+CREATE FUNCTION pg_temp.bstate(name text) RETURNS text LANGUAGE sql AS $f$
+    SELECT format('%s/%s/%s %s', completed_jobs, discarded_jobs, total_jobs, status)
+    FROM pgbus.batches WHERE batch_id = (SELECT id FROM t_batch WHERE t_batch.name = $1)
+$f$;
+
+-- Four read jobs of distinct classes (their stats tell them apart); C is on its third attempt.
+SELECT isnt(pg_temp.enq('bA', 't_outcomes_bulk', 'A'), NULL, 'jobs_succeeded setup: job A');
+SELECT isnt(pg_temp.enq('bB', 't_outcomes_bulk', 'B'), NULL, 'jobs_succeeded setup: job B');
+SELECT isnt(pg_temp.enq('bC', 't_outcomes_bulk', 'C'), NULL, 'jobs_succeeded setup: job C');
+SELECT isnt(pg_temp.enq('bK', 't_outcomes_bulk', 'Kept'), NULL, 'jobs_succeeded setup: job Kept (left out of the call)');
+INSERT INTO t_msg SELECT name, (pg_temp.msg('t_outcomes_bulk', id)).message FROM t_ids WHERE name IN ('bA', 'bB', 'bC');
+SELECT results_eq($$SELECT msg_id FROM pgmq.read('t_outcomes_bulk', 30, 10) ORDER BY msg_id$$,
+                  $$SELECT id FROM t_ids WHERE name IN ('bA', 'bB', 'bC', 'bK') ORDER BY id$$,
+                  'jobs_succeeded setup: the four jobs read');
+UPDATE pgmq.q_t_outcomes_bulk SET read_ct = 3 WHERE msg_id = pg_temp.id('bC');
+INSERT INTO pgbus.job_failures (queue_name, msg_id, job_class, error_class, error_message, read_ct)
+VALUES ('t_outcomes_bulk', pg_temp.id('bB'), 'B', 'E', 'completed now', 1),
+       ('t_outcomes_bulk', pg_temp.id('bK'), 'Kept', 'E', 'not in the call', 1),
+       ('t_outcomes_bulk', 999999, 'Never', 'E', 'gone id', 1),
+       ('t_outcomes_bulk_other', pg_temp.id('bB'), 'B', 'E', 'same id, other queue', 1);
+
+SELECT bag_eq(
+    format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s, %s, 999999, %s], ARRAY[30, 10, 99, 20], ARRAY[300, 100, 999, 200], true)',
+           't_outcomes_bulk', pg_temp.id('bC'), pg_temp.id('bA'), pg_temp.id('bB')),
+    ARRAY[pg_temp.id('bA'), pg_temp.id('bB'), pg_temp.id('bC')],
+    'jobs_succeeded: returns the ids it completed, each once; an id that never existed is left out');
+SELECT results_eq($$SELECT msg_id FROM pgmq.q_t_outcomes_bulk$$, $$VALUES (pg_temp.id('bK'))$$,
+                  'jobs_succeeded: the completed messages left the queue; the one not given stays');
+SELECT results_eq(
+    $$SELECT a.msg_id, a.message FROM pgmq.a_t_outcomes_bulk a ORDER BY a.msg_id$$,
+    $$SELECT t_ids.id, t_msg.message FROM t_ids JOIN t_msg USING (name) WHERE name IN ('bA', 'bB', 'bC') ORDER BY t_ids.id$$,
+    'jobs_succeeded: the completed messages are archived with their bodies');
+SELECT is(pg_temp.stats_by_class('t_outcomes_bulk'), 'A success 10 100 0; B success 20 200 0; C success 30 300 2',
+          'jobs_succeeded: one success stat per completed id, with the duration and latency at its position, retries = read_ct - 1');
+SELECT results_eq(
+    $$SELECT queue_name, msg_id FROM pgbus.job_failures WHERE queue_name LIKE 't_outcomes_bulk%' ORDER BY 1, 2$$,
+    $$VALUES ('t_outcomes_bulk'::text, pg_temp.id('bK')), ('t_outcomes_bulk', 999999::bigint),
+             ('t_outcomes_bulk_other', pg_temp.id('bB'))$$,
+    'jobs_succeeded: deletes the failure records of the completed ids only (not others, not other queues, not gone ids)');
+
+-- Ids already gone: left out of the answer, nothing done for them.
+SELECT is_empty(format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s, %s, 999999], ARRAY[1, 2, 3], ARRAY[1, 2, 3])',
+                       't_outcomes_bulk', pg_temp.id('bA'), pg_temp.id('bC')),
+                'jobs_succeeded: only ids already gone returns nothing');
+SELECT is((SELECT count(*) FROM pgmq.a_t_outcomes_bulk), 3::bigint, 'jobs_succeeded: gone ids are not archived again');
+SELECT is(pg_temp.stats_by_class('t_outcomes_bulk'), 'A success 10 100 0; B success 20 200 0; C success 30 300 2',
+          'jobs_succeeded: gone ids record no stat');
+SELECT is((SELECT count(*) FROM pgbus.job_failures WHERE queue_name LIKE 't_outcomes_bulk%'), 3::bigint,
+          'jobs_succeeded: gone ids delete no failure record');
+SELECT bag_eq(
+    format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s, %s], ARRAY[1, 2], ARRAY[11, 22])',
+           't_outcomes_bulk', pg_temp.id('bA'), pg_temp.id('bK')),
+    ARRAY[pg_temp.id('bK')], 'jobs_succeeded: a gone id and one that is there: only the one that is there is returned');
+SELECT is(pg_temp.stats_by_class('t_outcomes_bulk'), 'A success 10 100 0; B success 20 200 0; C success 30 300 2; Kept success 2 22 0',
+          'jobs_succeeded: the stat takes the numbers at the id''s own position, after a gone id');
+SELECT results_eq(
+    $$SELECT queue_name, msg_id FROM pgbus.job_failures WHERE queue_name LIKE 't_outcomes_bulk%' ORDER BY 1, 2$$,
+    $$VALUES ('t_outcomes_bulk'::text, 999999::bigint), ('t_outcomes_bulk_other', pg_temp.id('bB'))$$,
+    'jobs_succeeded: the completed id''s failure record is deleted');
+
+-- Duplicate ids complete once (one archive row, one stat, one batch count).
+INSERT INTO t_batch VALUES ('dup', pgbus.batch_open('dup', '{"case": "dup"}', '{"job_class": "Done", "queue": "t_outcomes_dcb"}'));
+SELECT isnt(pg_temp.enq('d1', 't_outcomes_dup', 'D1', (SELECT id FROM t_batch WHERE name = 'dup')), NULL, 'jobs_succeeded setup: member d1');
+SELECT isnt(pg_temp.enq('d2', 't_outcomes_dup', 'D2', (SELECT id FROM t_batch WHERE name = 'dup')), NULL, 'jobs_succeeded setup: member d2');
+SELECT isnt(pg_temp.enq('d3', 't_outcomes_dup', 'D3', (SELECT id FROM t_batch WHERE name = 'dup')), NULL, 'jobs_succeeded setup: member d3');
+SELECT is(pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'dup')), false, 'jobs_succeeded setup: batch dup closed');
+SELECT bag_eq(
+    format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s, %s, %s, %s], ARRAY[5, 5, 6, 5], ARRAY[50, 50, 60, 50])',
+           't_outcomes_dup', pg_temp.id('d1'), pg_temp.id('d1'), pg_temp.id('d2'), pg_temp.id('d1')),
+    ARRAY[pg_temp.id('d1'), pg_temp.id('d2')], 'jobs_succeeded: duplicate ids are returned once');
+SELECT is((SELECT count(*) FROM pgmq.a_t_outcomes_dup), 2::bigint, 'jobs_succeeded: duplicate ids are archived once');
+SELECT is(pg_temp.stats_by_class('t_outcomes_dup'), 'D1 success 5 50 0; D2 success 6 60 0',
+          'jobs_succeeded: duplicate ids record one stat each');
+SELECT is(pg_temp.bstate('dup'), '2/0/3 processing', 'jobs_succeeded: duplicate ids count once in their batch');
+SELECT bag_eq(
+    format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s, %s])', 't_outcomes_dup', pg_temp.id('d3'), pg_temp.id('d3')),
+    ARRAY[pg_temp.id('d3')], 'jobs_succeeded: the last member, given twice, is returned once');
+SELECT is(pg_temp.bstate('dup'), '3/0/3 finished', 'jobs_succeeded: the last member given twice finishes the batch');
+SELECT is((SELECT count(*) FROM pgmq.q_t_outcomes_dcb WHERE message ->> 'job_class' = 'Done'), 1::bigint,
+          'jobs_succeeded: the batch given a duplicate last member sends on_complete once');
+
+-- An empty array returns nothing and does nothing.
+CREATE TEMP TABLE t_count AS SELECT count(*) AS n FROM pgbus.job_stats;
+SELECT is_empty($$SELECT * FROM pgbus.jobs_succeeded('t_outcomes_dup', '{}')$$, 'jobs_succeeded: an empty array returns nothing');
+SELECT is_empty($$SELECT * FROM pgbus.jobs_succeeded('t_outcomes_dup', '{}', '{}', '{}', true)$$,
+                'jobs_succeeded: empty arrays everywhere return nothing');
+SELECT is((SELECT count(*) FROM pgbus.job_stats), (SELECT n FROM t_count), 'jobs_succeeded: an empty array records no stat');
+
+-- record_stats => false: archives, counts and clears failures, writes no stat.
+INSERT INTO t_batch VALUES ('quiet', pgbus.batch_open('quiet'));
+SELECT isnt(pg_temp.enq('qu1', 't_outcomes_bquiet', 'Quiet', (SELECT id FROM t_batch WHERE name = 'quiet')), NULL,
+            'jobs_succeeded setup: a quiet batch member');
+SELECT isnt(pg_temp.enq('qu2', 't_outcomes_bquiet', 'Quiet'), NULL, 'jobs_succeeded setup: a quiet job');
+SELECT is(pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'quiet')), false, 'jobs_succeeded setup: batch quiet closed');
+INSERT INTO pgbus.job_failures (queue_name, msg_id, job_class, error_class, error_message, read_ct)
+VALUES ('t_outcomes_bquiet', pg_temp.id('qu2'), 'Quiet', 'E', 'earlier', 1);
+SELECT bag_eq(
+    format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s, %s], ARRAY[1, 2], ARRAY[3, 4], false)',
+           't_outcomes_bquiet', pg_temp.id('qu1'), pg_temp.id('qu2')),
+    ARRAY[pg_temp.id('qu1'), pg_temp.id('qu2')], 'jobs_succeeded: record_stats => false returns the completed ids');
+SELECT is((SELECT count(*) FROM pgmq.a_t_outcomes_bquiet), 2::bigint, 'jobs_succeeded: record_stats => false archives');
+SELECT is(pg_temp.stats_by_class('t_outcomes_bquiet'), '', 'jobs_succeeded: record_stats => false writes no stat');
+SELECT is(pg_temp.failures('t_outcomes_bquiet'), 0::bigint, 'jobs_succeeded: record_stats => false still clears failure records');
+SELECT is(pg_temp.bstate('quiet'), '1/0/1 finished', 'jobs_succeeded: record_stats => false still counts and finishes the batch');
+
+-- NULL duration/latency arrays (and the defaults): duration 0, no latency; retries never negative.
+SELECT isnt(pg_temp.enq('n1', 't_outcomes_bnull', 'N1'), NULL, 'jobs_succeeded setup: job N1');
+SELECT isnt(pg_temp.enq('n2', 't_outcomes_bnull', 'N2'), NULL, 'jobs_succeeded setup: job N2 (never read)');
+SELECT isnt(pg_temp.enq('n3', 't_outcomes_bnull', 'N3'), NULL, 'jobs_succeeded setup: job N3');
+SELECT isnt(pg_temp.enq('n4', 't_outcomes_bnull', 'N4'), NULL, 'jobs_succeeded setup: job N4');
+SELECT is(pg_temp.read1('t_outcomes_bnull'), pg_temp.id('n1'), 'jobs_succeeded setup: N1 read');
+SELECT lives_ok($$SELECT pg_temp.due('t_outcomes_bnull', pg_temp.id('n1'))$$, 'jobs_succeeded setup: N1 visible again');
+SELECT is(pg_temp.read1('t_outcomes_bnull'), pg_temp.id('n1'), 'jobs_succeeded setup: N1 read a second time');
+SELECT bag_eq(
+    format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s, %s], NULL, NULL, true)',
+           't_outcomes_bnull', pg_temp.id('n1'), pg_temp.id('n2')),
+    ARRAY[pg_temp.id('n1'), pg_temp.id('n2')], 'jobs_succeeded: NULL duration and latency arrays are accepted');
+SELECT is(pg_temp.stats_by_class('t_outcomes_bnull'), 'N1 success 0 - 1; N2 success 0 - 0',
+          'jobs_succeeded: NULL arrays record duration 0 and no latency; an unread message has 0 retries, not -1');
+SELECT bag_eq(format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s])', 't_outcomes_bnull', pg_temp.id('n3')),
+              ARRAY[pg_temp.id('n3')], 'jobs_succeeded: with only queue and ids');
+SELECT bag_eq(format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s], ARRAY[-5], NULL)', 't_outcomes_bnull', pg_temp.id('n4')),
+              ARRAY[pg_temp.id('n4')], 'jobs_succeeded: a negative duration and a NULL latency array');
+SELECT is(pg_temp.stats_by_class('t_outcomes_bnull'), 'N1 success 0 - 1; N2 success 0 - 0; N3 success 0 - 0; N4 success 0 - 0',
+          'jobs_succeeded: the defaults record duration 0 and no latency; a negative duration becomes 0');
+
+-- Members of several batches in one call: each batch counts its own members and finishes once.
+-- P: both members in the call; Q: its only member; R: one of two; S: one dead-lettered before,
+-- the other in the call; O: still open, both members in the call; plus a job in no batch.
+INSERT INTO t_batch SELECT k, pgbus.batch_open(k, jsonb_build_object('case', k),
+                                               '{"job_class": "Done", "queue": "t_outcomes_mcb"}',
+                                               '{"job_class": "Fine", "queue": "t_outcomes_mcb"}',
+                                               '{"job_class": "Lost", "queue": "t_outcomes_mcb"}')
+FROM unnest(ARRAY['P', 'Q', 'R', 'S', 'O']) k;
+CREATE FUNCTION pg_temp.benq(name text, batch text) RETURNS bigint LANGUAGE sql AS $f$
+    SELECT pg_temp.enq(name, 't_outcomes_multi', 'Member', (SELECT id FROM t_batch WHERE t_batch.name = batch))
+$f$;
+SELECT lives_ok($$SELECT pgbus.ensure_queue('t_outcomes_mcb')$$, 'jobs_succeeded setup: the callback queue');
+CREATE FUNCTION pg_temp.callbacks() RETURNS text LANGUAGE sql AS $f$
+    SELECT coalesce(string_agg(format('%s %s', message -> 'args' -> 0 ->> 'case', message ->> 'job_class'), ', '
+                               ORDER BY message -> 'args' -> 0 ->> 'case', message ->> 'job_class'), '')
+    FROM pgmq.q_t_outcomes_mcb
+$f$;
+SELECT is(ARRAY[pg_temp.benq('p1', 'P'), pg_temp.benq('q1', 'Q'), pg_temp.benq('r1', 'R'), pg_temp.benq('s1', 'S'),
+                pg_temp.benq('o1', 'O'), pg_temp.enq('x', 't_outcomes_multi', 'Plain'), pg_temp.benq('p2', 'P'),
+                pg_temp.benq('r2', 'R'), pg_temp.benq('s2', 'S'), pg_temp.benq('o2', 'O')] IS NOT NULL, true,
+          'jobs_succeeded setup: members of five batches and a plain job, interleaved');
+SELECT is(ARRAY[pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'P')), pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'Q')),
+                pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'R')), pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'S'))],
+          ARRAY[false, false, false, false], 'jobs_succeeded setup: batches P, Q, R, S closed (O stays open)');
+SELECT is((SELECT count(*) FROM pgmq.read('t_outcomes_multi', 30, 20)), 10::bigint, 'jobs_succeeded setup: the ten jobs read');
+SELECT is(pgbus.dead_letter('t_outcomes_multi', pg_temp.id('s1'), '{"class": "E"}'), true, 'jobs_succeeded setup: s1 dead-lettered');
+SELECT bag_eq(
+    format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s])', 't_outcomes_multi',
+           (SELECT string_agg(pg_temp.id(n)::text, ', ') FROM unnest(ARRAY['o2', 'p2', 'x', 'q1', 's2', 'r1', 'p1', 'o1']) n)),
+    ARRAY(SELECT pg_temp.id(n) FROM unnest(ARRAY['p1', 'p2', 'q1', 'r1', 's2', 'o1', 'o2', 'x']) n),
+    'jobs_succeeded: members of several batches and a plain job complete in one call');
+SELECT is(ARRAY[pg_temp.bstate('P'), pg_temp.bstate('Q'), pg_temp.bstate('R'), pg_temp.bstate('S'), pg_temp.bstate('O')],
+          ARRAY['2/0/2 finished', '1/0/1 finished', '1/0/2 processing', '1/1/2 finished', '2/0/2 open'],
+          'jobs_succeeded: each batch counts its own members; those whose sum reached total finished');
+SELECT is(pg_temp.callbacks(), 'P Done, P Fine, Q Done, Q Fine, S Done, S Lost',
+          'jobs_succeeded: each finished batch sent its callbacks once (S had a discard)');
+SELECT is_empty(
+    format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s])', 't_outcomes_multi',
+           (SELECT string_agg(pg_temp.id(n)::text, ', ') FROM unnest(ARRAY['p1', 'p2', 'q1', 'r1', 's2', 'o1', 'o2', 'x']) n)),
+    'jobs_succeeded: the same call again completes nothing');
+SELECT is(ARRAY[pg_temp.bstate('P'), pg_temp.bstate('Q'), pg_temp.bstate('R'), pg_temp.bstate('S'), pg_temp.bstate('O')],
+          ARRAY['2/0/2 finished', '1/0/1 finished', '1/0/2 processing', '1/1/2 finished', '2/0/2 open'],
+          'jobs_succeeded: gone members count nothing more');
+SELECT is(pg_temp.callbacks(), 'P Done, P Fine, Q Done, Q Fine, S Done, S Lost', 'jobs_succeeded: no callback is sent twice');
+SELECT bag_eq(format('SELECT * FROM pgbus.jobs_succeeded(%L, ARRAY[%s])', 't_outcomes_multi', pg_temp.id('r2')),
+              ARRAY[pg_temp.id('r2')], 'jobs_succeeded: the last member of R completes alone');
+SELECT is(pgbus.batch_close((SELECT id FROM t_batch WHERE name = 'O')), true, 'jobs_succeeded: O, whose members all completed, finishes at close');
+SELECT is(ARRAY[pg_temp.bstate('R'), pg_temp.bstate('O')], ARRAY['2/0/2 finished', '2/0/2 finished'], 'jobs_succeeded: R and O finished');
+SELECT is(pg_temp.callbacks(), 'O Done, O Fine, P Done, P Fine, Q Done, Q Fine, R Done, R Fine, S Done, S Lost',
+          'jobs_succeeded: R and O sent their callbacks once, the others nothing more');
+SELECT is(pg_temp.stats_by_class('t_outcomes_multi'),
+          'Member dead_lettered 0 - 0; Member success 0 - 0; Member success 0 - 0; Member success 0 - 0; Member success 0 - 0; '
+          'Member success 0 - 0; Member success 0 - 0; Member success 0 - 0; Member success 0 - 0; Plain success 0 - 0',
+          'jobs_succeeded: one stat per completed message across the calls');
 
 -------------------------------------------------------------------------------------------------
 -- dead_letter

@@ -1,0 +1,1 @@
+"""Benchmarks with budgets, run on demand (never part of the test suite)."""

@@ -1,0 +1,8 @@
+"""The no-op job the benchmarks run."""
+
+import pgbus
+
+
+class Noop(pgbus.Job):
+    def perform(self) -> None:
+        pass
