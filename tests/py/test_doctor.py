@@ -59,3 +59,14 @@ def test_dev_server_script_without_postgresql():
     assert r.returncode == 1
     assert "no PostgreSQL server found" in r.stderr
     assert "PGBUS_DATABASE_URL" in r.stderr
+
+
+def test_demo_runs_jobs_through_real_processes(db_url):
+    r = run_pgbus("demo", "--seconds", "8", env={"PGBUS_DATABASE_URL": db_url}, timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert "started the supervisor" in r.stdout
+    last = [line for line in r.stdout.splitlines() if line.startswith("[")][-1]
+    done = int(last.split("done ")[1].split(" ")[0])
+    assert done > 0, r.stdout
+    assert "worker x2" in r.stdout and "dispatcher x1" in r.stdout
+    assert r.stdout.strip().endswith("demo stopped")
