@@ -6,6 +6,7 @@ from pgbus.errors import ConfigurationError, DatabaseUnreachable, PgbusError, Sc
 from pgbus.instrumentation import subscribe
 from pgbus.jobs import Job, JobOptions, UnknownJobClass, job
 from pgbus.serialization import SerializationError
+from pgbus.workflow import Workflow, on_exception, removed_step, step
 
 __version__ = "0.1.0"
 
@@ -20,9 +21,13 @@ __all__ = [
     "SerializationError",
     "Settings",
     "UnknownJobClass",
+    "Workflow",
     "batch",
     "configure",
     "job",
+    "on_exception",
+    "removed_step",
     "settings",
+    "step",
     "subscribe",
 ]

@@ -139,7 +139,7 @@ class Settings:
     polling_interval: timedelta = _setting(timedelta(seconds=1), _positive_duration)
     listen_notify: bool = _setting(True, _boolean)
     workers: tuple[dict[str, Any], ...] = _setting(
-        ({"queues": ["default"], "threads": 5},), _workers
+        ({"queues": ["default", "workflows"], "threads": 5},), _workers
     )
     drain_timeout: timedelta = _setting(timedelta(seconds=30), _duration)
     dispatch_interval: timedelta = _setting(timedelta(seconds=1), _positive_duration)
@@ -147,6 +147,14 @@ class Settings:
     stale_process_threshold: timedelta = _setting(timedelta(seconds=300), _positive_duration)
     stats_enabled: bool = _setting(True, _boolean)
     stats_retention: timedelta = _setting(timedelta(days=30), _positive_duration)
+    workflow_queue: str = _setting("workflows", _queue_word)
+    workflow_retention: timedelta = _setting(timedelta(days=30), _positive_duration)
+    workflow_sweep_interval: timedelta = _setting(timedelta(seconds=30), _positive_duration)
+    workflow_stall_threshold: timedelta = _setting(timedelta(minutes=15), _positive_duration)
+    workflow_stall_action: str = _setting("pause", _choice("pause", "reattempt", "cancel"))
+    workflow_overdue_after: timedelta = _setting(timedelta(minutes=5), _positive_duration)
+    workflow_max_payload_size: int = _setting(65536, _int_at_least(256))
+    workflow_error_backtrace_lines: int = _setting(30, _int_at_least(0))
     app_revision: str | None = _setting(None, _optional_text)
     error_reporters: tuple[Callable[..., Any], ...] = _setting((), _callables)
     metrics_backend: str | None = _setting(

@@ -13,6 +13,7 @@ from typing import Any
 
 from pgbus.config import Settings, settings
 from pgbus.db import pool
+from pgbus.instrumentation import emit
 from pgbus.migrate import require_migration
 from pgbus.processes import ProcessRecord, orphaned
 from pgbus.reporting import report_error
@@ -25,7 +26,23 @@ class Duty:
     name: str
     every: float  # seconds
     statement: Callable[[Settings], tuple[str, tuple[Any, ...]]]
+    # What the statement answered -> rows removed (logged); may emit instrumentation.
+    report: Callable[[Any], int] = int
     due_at: float = 0.0  # monotonic; 0 = at the first tick
+
+
+def workflow_sweep_report(result: dict[str, Any]) -> int:
+    """The sweep's answer: stalls and the gauge go out as instrumentation."""
+    for _ in range(result["stalled"]):
+        emit("pgbus.workflow.stall_detected", workflow_class="(sweep)", detection="sweep")
+    emit("pgbus.workflow.gauge", runs=result["runs"], stuck=result["stuck"])
+    if result["stalled"] or result["resent"]:
+        log.warning(
+            "workflow sweep: %d stalled, %d lost steps sent again",
+            result["stalled"],
+            result["resent"],
+        )
+    return result["deleted"]
 
 
 def default_duties() -> list[Duty]:
@@ -63,7 +80,7 @@ class Dispatcher:
             query, params = duty.statement(settings())
             try:
                 with pool().connection() as c:
-                    done[duty.name] = c.execute(query, params).fetchone()[0]
+                    done[duty.name] = duty.report(c.execute(query, params).fetchone()[0])
             except Exception as exc:
                 report_error(exc, {"action": "dispatcher_maintenance", "task": duty.name})
                 continue

@@ -45,10 +45,15 @@ class JobTransaction:
     def __init__(self, stack: ExitStack) -> None:
         self._stack = stack
         self._conn: psycopg.Connection | None = None
+        self.commit_hooks: list[Callable[[], None]] = []
 
     @property
     def begun(self) -> bool:
         return self._conn is not None
+
+    def on_commit(self, hook: Callable[[], None]) -> None:
+        """Runs after this transaction commits (the worker calls them); never on rollback."""
+        self.commit_hooks.append(hook)
 
     def connection(self) -> psycopg.Connection:
         if self._conn is None:
@@ -176,6 +181,8 @@ class Job:
     job_name: ClassVar[str]
 
     # Set by the worker for the running execution.
+    acknowledged: bool = False  # the job recorded its own completion (workflow steps)
+    step_context: dict[str, Any] | None = None  # a workflow step's attempt, from pgbus.read_jobs
     msg_id: int
     read_ct: int
     job_id: str
@@ -189,7 +196,8 @@ class Job:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.job_name = f"{cls.__module__}:{cls.__qualname__}"
+        # A class may fix its own name (pgbus.workflow:StepJob); else module:qualname.
+        cls.job_name = cls.__dict__.get("job_name") or f"{cls.__module__}:{cls.__qualname__}"
         _registry[cls.job_name] = cls
 
     def perform(self, *args: Any, **kwargs: Any) -> None:

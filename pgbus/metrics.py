@@ -167,7 +167,45 @@ def _job_duration(backend: Backend, p: dict[str, Any]) -> None:
     backend.histogram("pgbus_job_duration_ms", p["duration"] * 1000, _job_tags(p))
 
 
+def _workflow_step(backend: Backend, p: dict[str, Any]) -> None:
+    tags = {"workflow_class": p["workflow_class"], "step": p["step"], "outcome": p["outcome"]}
+    backend.histogram("pgbus_workflow_step_duration_seconds", p["duration"], tags)
+    backend.increment("pgbus_workflow_steps_total", 1, tags)
+
+
+def _workflow_count(metric: str, *keys: str) -> Handler:
+    def handle(backend: Backend, p: dict[str, Any]) -> None:
+        tags = {"workflow_class": p["workflow_class"]}
+        tags.update({k: p[k] for k in keys if p.get(k) is not None})
+        backend.increment(metric, 1, tags)
+
+    return handle
+
+
+def _workflow_gauge(backend: Backend, p: dict[str, Any]) -> None:
+    for row in p["runs"]:
+        backend.gauge(
+            "pgbus_workflows",
+            row["count"],
+            {"workflow_class": row["workflow_class"], "status": row["status"]},
+        )
+    for row in p["stuck"]:
+        backend.gauge(
+            "pgbus_workflows_stuck",
+            row["count"],
+            {"workflow_class": row["workflow_class"], "reason": row["reason"]},
+        )
+
+
 HANDLERS: dict[str, Handler] = {
+    "pgbus.workflow.step": _workflow_step,
+    "pgbus.workflow_finished": _workflow_count("pgbus_workflows_finished_total"),
+    "pgbus.workflow_cancelled": _workflow_count("pgbus_workflows_cancelled_total"),
+    "pgbus.workflow_paused": _workflow_count("pgbus_workflows_paused_total", "error_class"),
+    "pgbus.workflow.stall_detected": _workflow_count(
+        "pgbus_workflow_stalls_total", "step", "detection"
+    ),
+    "pgbus.workflow.gauge": _workflow_gauge,
     "pgbus.executor.execute": _job_duration,
     "pgbus.job_completed": _job_count("processed"),
     "pgbus.job_failed": _job_count("failed"),

@@ -19,6 +19,7 @@ import math
 import os
 import queue
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -32,6 +33,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgbus import queues
+from pgbus.commit_hooks import run_hooks
 from pgbus.config import configure, settings
 from pgbus.db import pool
 from pgbus.instrumentation import emit, instrument
@@ -65,6 +67,7 @@ class Delivery:
     read_ct: int
     enqueued_at: datetime
     message: dict[str, Any]
+    step: dict[str, Any] | None = None  # a workflow step's attempt, begun at read time
 
     @property
     def job_name(self) -> str:
@@ -98,6 +101,7 @@ class Worker:
             raise ValueError("a worker needs at least one thread")
         self.read_queues = queues.read_order(queue_names)
         self.threads = threads
+        self.identity = f"{socket.gethostname()}:{os.getpid()}"
         # Messages held at once: one running per thread plus one waiting per thread, so a
         # thread that finishes finds its next job without a round trip to the database.
         self.capacity = 2 * threads
@@ -219,7 +223,10 @@ class Worker:
                     continue
                 backoff = 0.5
                 for d in deliveries:
-                    self._submit(d)
+                    if d.step and d.step.get("stalled"):
+                        self._stall_detected(d)
+                    else:
+                        self._submit(d)
                 got = len(deliveries)
             if free == 0 or got < free:
                 self._wake.wait(self.poll_seconds)
@@ -233,8 +240,16 @@ class Worker:
             rows = (
                 self._reader()
                 .execute(
-                    "SELECT queue, msg_id, read_ct, enqueued_at, message FROM pgbus.read_jobs(%s, %s, %s)",
-                    (self.read_queues, self.vt, qty),
+                    "SELECT queue, msg_id, read_ct, enqueued_at, message, context"
+                    " FROM pgbus.read_jobs(%s, %s, %s, %s, %s, %s)",
+                    (
+                        self.read_queues,
+                        self.vt,
+                        qty,
+                        self.identity,
+                        settings().revision(),
+                        settings().workflow_stall_action,
+                    ),
                 )
                 .fetchall()
             )
@@ -341,16 +356,14 @@ class Worker:
         latency_ms: int,
     ) -> bool:
         """Runs the job; True when its completion went to the bulk acknowledger."""
+        job = cls()
+        job.step_context = d.step
+        job.msg_id, job.read_ct, job.enqueued_at = d.msg_id, d.read_ct, d.enqueued_at
+        job.job_id = d.message.get("job_id", "")
         with instrument("pgbus.executor.execute", **d.context(), enqueued_at=d.enqueued_at):
             try:
                 with ExitStack() as stack:
-                    job = cls()
-                    job.msg_id, job.read_ct, job.job_id = (
-                        d.msg_id,
-                        d.read_ct,
-                        d.message.get("job_id", ""),
-                    )
-                    job.enqueued_at, job.transaction = d.enqueued_at, JobTransaction(stack)
+                    job.transaction = JobTransaction(stack)
                     token = current_transaction.set(job.transaction)
                     try:
                         job.perform(*args, **kwargs)
@@ -359,21 +372,23 @@ class Worker:
                     if not job.transaction.begun:
                         self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))
                         return True
-                    job.conn.execute(
-                        "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s, true)",
-                        (
-                            d.queue,
-                            d.msg_id,
-                            self._ms_since(started),
-                            latency_ms,
-                            settings().stats_enabled,
-                        ),
-                    )
+                    if not job.acknowledged:
+                        job.conn.execute(
+                            "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s, true)",
+                            (
+                                d.queue,
+                                d.msg_id,
+                                self._ms_since(started),
+                                latency_ms,
+                                settings().stats_enabled,
+                            ),
+                        )
             except psycopg.Error as exc:
                 if exc.sqlstate != MESSAGE_GONE:
                     raise
                 self._finished_elsewhere(d)
                 return False
+        run_hooks(job.transaction.commit_hooks)
         self._completed(d, started)
         return False
 
@@ -430,6 +445,26 @@ class Worker:
         with self._lock:
             self.processed += 1
         emit("pgbus.job_completed", **d.context(), duration=time.monotonic() - started)
+
+    @staticmethod
+    def _stall_detected(d: Delivery) -> None:
+        """A workflow step delivered again while its attempt ran: its worker died. SQL applied
+        the stall action when it read the message."""
+        s = d.step or {}
+        log.warning(
+            "workflow %s step %s: its worker died; %s applied",
+            s.get("workflow_id"),
+            s.get("step_name"),
+            s.get("action"),
+        )
+        emit(
+            "pgbus.workflow.stall_detected",
+            workflow_class=s.get("workflow_class"),
+            workflow_id=s.get("workflow_id"),
+            step=s.get("step_name"),
+            detection="redelivery",
+            action=s.get("action"),
+        )
 
     @staticmethod
     def _finished_elsewhere(d: Delivery) -> None:

@@ -108,15 +108,28 @@ BEGIN
 END;
 $$;
 
+-- The job class of a workflow step's message (pgbus.workflow.StepJob in Python).
+CREATE OR REPLACE FUNCTION pgbus.step_job_class()
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT 'pgbus.workflow:StepJob' $$;
+
+-- (Its earlier signature, before workflow steps.)
+DROP FUNCTION IF EXISTS pgbus.read_jobs(text[], integer, integer);
+
 -- Reads up to `qty` visible messages from `queues`, earlier queues first (priority order),
--- each hidden for `vt_seconds`. Queues that do not exist yet are passed over.
-CREATE OR REPLACE FUNCTION pgbus.read_jobs(queues text[], vt_seconds integer, qty integer)
-RETURNS TABLE (queue text, msg_id bigint, read_ct integer, enqueued_at timestamptz,
-               vt timestamptz, message jsonb)
+-- each hidden for `vt_seconds`. Queues that do not exist yet are passed over. A workflow
+-- step's message begins its attempt in the same transaction (pgbus.workflow_begin_step, with
+-- `worker` and `app_revision` recorded on it) and carries the attempt's context; one with
+-- nothing to run (stale, not due, stalled) is left out.
+CREATE OR REPLACE FUNCTION pgbus.read_jobs(
+    queues text[], vt_seconds integer, qty integer, worker text DEFAULT NULL,
+    app_revision text DEFAULT NULL, stall_action text DEFAULT 'pause'
+) RETURNS TABLE (queue text, msg_id bigint, read_ct integer, enqueued_at timestamptz,
+                 vt timestamptz, message jsonb, context jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
     q text;
-    got integer;
+    r record;
     remaining integer := qty;
 BEGIN
     IF vt_seconds IS NULL OR vt_seconds < 1 OR qty IS NULL OR qty < 0 THEN
@@ -126,10 +139,22 @@ BEGIN
     FOREACH q IN ARRAY coalesce(queues, '{}') LOOP
         EXIT WHEN remaining <= 0;
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pgmq.meta m WHERE m.queue_name = q);
-        RETURN QUERY SELECT q, r.msg_id, r.read_ct, r.enqueued_at, r.vt, r.message
-                     FROM pgmq.read(q, vt_seconds, remaining) r;
-        GET DIAGNOSTICS got = ROW_COUNT;
-        remaining := remaining - got;
+        FOR r IN SELECT * FROM pgmq.read(q, vt_seconds, remaining) LOOP
+            remaining := remaining - 1;
+            context := NULL;
+            IF r.message ->> 'job_class' = pgbus.step_job_class() THEN
+                context := pgbus.workflow_begin_step(q, r.msg_id, r.message, worker,
+                                                     read_jobs.app_revision, stall_action);
+                CONTINUE WHEN context IS NULL;
+            END IF;
+            queue := q;
+            msg_id := r.msg_id;
+            read_ct := r.read_ct;
+            enqueued_at := r.enqueued_at;
+            vt := r.vt;
+            message := r.message;
+            RETURN NEXT;
+        END LOOP;
     END LOOP;
 END;
 $$;

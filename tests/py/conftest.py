@@ -78,3 +78,14 @@ def effects(conn: psycopg.Connection) -> psycopg.Connection:
         " at timestamptz NOT NULL DEFAULT clock_timestamp())"
     )
     return conn
+
+
+@pytest.fixture
+def users(effects: psycopg.Connection) -> psycopg.Connection:
+    """The sample workflows' subjects: a `users` table with users 1-3 (and `effects`)."""
+    effects.execute(
+        "CREATE TABLE users (id int PRIMARY KEY, onboarded bool NOT NULL DEFAULT false,"
+        " closed bool NOT NULL DEFAULT false)"
+    )
+    effects.execute("INSERT INTO users (id) VALUES (1), (2), (3)")
+    return effects

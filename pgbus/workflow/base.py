@@ -1,0 +1,259 @@
+"""`pgbus.Workflow`: the class a workflow subclasses, what its steps see while they run, and
+starting runs.
+
+Everything that decides a run's state is SQL (pgbus.workflow_start, _end_step, _command); this
+class declares the steps and runs their bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, ClassVar
+from uuid import UUID
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg.types.json import Jsonb
+
+from pgbus import queues
+from pgbus.config import settings
+from pgbus.db import atomic
+from pgbus.jobs import connection
+from pgbus.migrate import require_migration
+from pgbus.serialization import dump_arguments, load_arguments
+from pgbus.workflow import subjects
+from pgbus.workflow.definition import (
+    ExceptionPolicy,
+    RemovedStep,
+    StepSpec,
+    collect_steps,
+    definition_payload,
+)
+from pgbus.workflow.errors import AlreadyRunning, PayloadTooLarge, UnknownWorkflow
+from pgbus.workflow.runs import WorkflowRun
+
+WORKFLOWS_MIGRATION = "0003_workflows"
+_registry: dict[str, type[Workflow]] = {}
+_registered: set[tuple[str, str, str]] = set()  # (database, class, digest) this process wrote
+
+
+class StepVerb(BaseException):
+    """Raised by a verb inside a step; ends the attempt with that verb. A BaseException, so a
+    step's `except Exception` does not swallow it."""
+
+    def __init__(self, verb: str, wait: float | None = None, reason: str | None = None) -> None:
+        super().__init__(verb)
+        self.verb = verb
+        self.wait = wait
+        self.reason = reason
+
+
+def workflow_class(name: str) -> type[Workflow]:
+    try:
+        return _registry[name]
+    except KeyError:
+        module = name.rpartition(".")[0]
+        raise UnknownWorkflow(
+            f"unknown workflow class {name!r}: import its module in the worker (pgbus start --import {module})"
+        ) from None
+
+
+def encode_payload(values: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """Values as stored JSON, refused when larger than workflow_max_payload_size."""
+    encoded = dump_arguments((), dict(values))["kwargs"]
+    size = len(json.dumps(encoded).encode())
+    limit = settings().workflow_max_payload_size
+    if size > limit:
+        raise PayloadTooLarge(f"{what} are {size} bytes; workflow_max_payload_size is {limit}")
+    return encoded
+
+
+def decode_payload(stored: dict[str, Any] | None) -> dict[str, Any]:
+    return load_arguments({"kwargs": stored or {}})[1]
+
+
+class Workflow:
+    """Subclass, declare steps with `@step`, start with `MyWorkflow.start(subject, **arguments)`."""
+
+    workflow_name: ClassVar[str]
+    step_job_options: ClassVar[dict[str, Any]] = {}
+    exception_policies: ClassVar[Sequence[ExceptionPolicy]] = ()
+    steps: ClassVar[list[StepSpec | RemovedStep]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.workflow_name = (
+            cls.__dict__.get("workflow_name") or f"{cls.__module__}.{cls.__qualname__}"
+        )
+        cls.steps = collect_steps(cls)
+        _registry[cls.workflow_name] = cls
+
+    # -- declaring hooks (override) ----------------------------------------------------------
+
+    def cancel_if(self) -> bool:
+        """Checked before every step; True cancels the run."""
+        return False
+
+    def before_step(self) -> None:
+        """Runs before every step's body."""
+
+    def after_step(self) -> None:
+        """Runs after every step's body that did not raise."""
+
+    # -- registering and starting ------------------------------------------------------------
+
+    @classmethod
+    def step_spec(cls, name: str) -> StepSpec | RemovedStep | None:
+        return next((s for s in cls.steps if s.name == name), None)
+
+    @classmethod
+    def queue(cls) -> str:
+        """The PGMQ queue of this workflow's steps (step_job_options, else workflow_queue)."""
+        options = cls.step_job_options or {}
+        return queues.physical(
+            options.get("queue") or settings().workflow_queue, options.get("priority")
+        )
+
+    @classmethod
+    def register(cls, conn: psycopg.Connection) -> None:
+        """Writes this class's definition to the database (once per process and digest)."""
+        steps, digest = definition_payload(cls, cls.steps)
+        key = (conn.info.dsn, cls.workflow_name, digest)
+        if key in _registered:
+            return
+        require_migration(conn, WORKFLOWS_MIGRATION)
+        conn.execute(
+            "SELECT pgbus.workflow_register(%s, %s, %s, %s, %s)",
+            (
+                cls.workflow_name,
+                Jsonb(steps),
+                digest,
+                cls.queue(),
+                [s.name for s in cls.steps if isinstance(s, RemovedStep)],
+            ),
+        )
+        if conn.info.transaction_status == TransactionStatus.IDLE:  # committed: remember it
+            _registered.add(key)
+
+    @classmethod
+    def start(
+        cls,
+        subject: Any = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        conn: psycopg.Connection | None = None,
+        actor: str | None = None,
+        **arguments: Any,
+    ) -> WorkflowRun:
+        """Starts a run. With `conn=` it joins your transaction: nothing runs unless it commits.
+        Raises AlreadyRunning when the subject has an ongoing run of this class; with an
+        `idempotency_key` used before, returns that run with `duplicate_start` True."""
+        subject_key = subjects.identify(subject)
+        stored = encode_payload(arguments, "the workflow's arguments")
+        with connection(conn) as c:
+            cls.register(c)
+            try:
+                with atomic(c):
+                    workflow_id, duplicate = c.execute(
+                        "SELECT * FROM pgbus.workflow_start(%s, %s, %s, %s, %s, %s)",
+                        (
+                            cls.workflow_name,
+                            *(subject_key or (None, None)),
+                            Jsonb(stored),
+                            idempotency_key,
+                            actor,
+                        ),
+                    ).fetchone()
+            except psycopg.Error as exc:
+                if exc.sqlstate == "PB409":
+                    raise AlreadyRunning(cls.workflow_name, subject_key or ("", "")) from None
+                raise
+        return WorkflowRun(workflow_id, cls.workflow_name, duplicate_start=duplicate)
+
+    @classmethod
+    def find(
+        cls, workflow_id: UUID | str, conn: psycopg.Connection | None = None
+    ) -> WorkflowRun | None:
+        return WorkflowRun.find(workflow_id, conn=conn)
+
+    # -- what a running step sees ------------------------------------------------------------
+
+    workflow_id: UUID
+    step_name: str
+    attempt: int
+
+    def _begin(self, context: dict[str, Any], transaction: Any) -> None:
+        self.workflow_id = UUID(str(context["workflow_id"]))
+        self.step_name = context["step_name"]
+        self.attempt = int(context["attempt"])
+        self.definition_outdated = bool(context.get("definition_outdated"))
+        self._context = context
+        self._transaction = transaction
+        self._arguments = types.MappingProxyType(decode_payload(context.get("arguments")))
+        self._outputs: dict[str, Any] = {}
+        self._subject_loaded = False
+        self._subject: Any = None
+
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        """The run's arguments, read-only."""
+        return self._arguments
+
+    @property
+    def subject(self) -> Any:
+        """The run's subject, loaded through its registered loader; None once it is gone."""
+        if not self._subject_loaded:
+            self._subject = subjects.load(
+                self._context.get("subject_type"), self._context.get("subject_id")
+            )
+            self._subject_loaded = True
+        return self._subject
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        """The step's connection: its writes commit together with the step's end."""
+        return self._transaction.connection()
+
+    @property
+    def step_idempotency_key(self) -> str:
+        """The same on every attempt of this step of this run (for an external API)."""
+        return f"{self.workflow_id}:{self.step_name}"
+
+    @property
+    def attempt_idempotency_key(self) -> str:
+        return f"{self.workflow_id}:{self.step_name}:{self.attempt}"
+
+    def output(self, **values: Any) -> None:
+        """Values later steps read with output_of(); durable once this step completes."""
+        self._outputs.update(values)
+
+    def output_of(self, step_name: str) -> dict[str, Any] | None:
+        """The output of the latest completed attempt of `step_name`, or None."""
+        row = self.conn.execute(
+            "SELECT output FROM pgbus.workflow_steps WHERE workflow_id = %s AND step_name = %s"
+            " AND status = 'completed' ORDER BY step_id DESC LIMIT 1",
+            (self.workflow_id, step_name),
+        ).fetchone()
+        return decode_payload(row[0]) if row else None
+
+    # The verbs: each ends the step now.
+
+    def pause(self, reason: str | None = None) -> None:
+        raise StepVerb("pause", reason=reason)
+
+    def cancel(self, reason: str | None = None) -> None:
+        raise StepVerb("cancel", reason=reason)
+
+    def reattempt(self, wait: timedelta | float | None = None, reason: str | None = None) -> None:
+        seconds = wait.total_seconds() if isinstance(wait, timedelta) else wait
+        raise StepVerb("reattempt", wait=seconds, reason=reason)
+
+    def skip(self, reason: str | None = None) -> None:
+        raise StepVerb("skip", reason=reason)
+
+    def finished(self, reason: str | None = None) -> None:
+        raise StepVerb("finished", reason=reason)

@@ -1,0 +1,45 @@
+"""The errors of workflows, each named for what went wrong."""
+
+from __future__ import annotations
+
+from pgbus.errors import PgbusError
+
+
+class AlreadyRunning(PgbusError):
+    """The (class, subject) already has an ongoing run."""
+
+    def __init__(self, workflow_class: str, subject: tuple[str, str]) -> None:
+        self.workflow_class = workflow_class
+        self.subject = subject
+        super().__init__(
+            f"{workflow_class} already has an ongoing run for {subject[0]} {subject[1]}"
+        )
+
+
+class WorkflowRefused(PgbusError):
+    """An action the run's state does not allow (or a run that is gone): nothing changed."""
+
+    def __init__(
+        self, action: str, code: str, status: str | None, message: str | None = None
+    ) -> None:
+        self.action = action
+        self.code = code
+        self.status = status
+        detail = message or (f"the run is {status}" if status else "there is no such run")
+        super().__init__(f"cannot {action}: {code} ({detail})")
+
+
+class PayloadTooLarge(PgbusError):
+    """Arguments or an output bigger than `workflow_max_payload_size`."""
+
+
+class StepNotDefined(PgbusError):
+    """A run names a step its workflow class does not have."""
+
+
+class UnknownWorkflow(PgbusError):
+    """A step of a workflow class this process has not imported."""
+
+
+class SubjectNotRegistered(PgbusError):
+    """A subject whose type has no loader (pgbus.workflow.register_subject)."""

@@ -1,0 +1,267 @@
+"""Running one step attempt: the StepJob a worker runs for each step message.
+
+The attempt was begun in SQL when the worker read the message (pgbus.read_jobs). Here Python
+evaluates what only Python can (cancel_if, skip_if, the body and hooks, exception policies),
+then `pgbus.workflow_end_step` records the outcome in the step's transaction, which the
+worker commits. The body's own writes sit in a savepoint of that transaction: they commit with
+the step's end, and a body that raises leaves none behind while its failure is still recorded.
+An exception never escapes to the worker.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import logging
+import os
+import socket
+import time
+import traceback
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+import pgbus
+from pgbus.config import settings
+from pgbus.instrumentation import emit
+from pgbus.jobs import Job, JobTransaction, current_transaction
+from pgbus.reporting import report_error
+from pgbus.workflow.base import StepVerb, Workflow, encode_payload, workflow_class
+from pgbus.workflow.definition import ExceptionPolicy, RemovedStep, StepSpec
+from pgbus.workflow.errors import StepNotDefined
+
+log = logging.getLogger("pgbus.workflow")
+_PGBUS_DIR = str(Path(pgbus.__file__).resolve().parent)
+
+# The step running on this thread ({workflow_id, workflow_class, step, attempt}), for logs.
+current_step: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "pgbus_current_step", default=None
+)
+
+
+class StepLogFilter(logging.Filter):
+    """Adds the running step to log records: record.pgbus_step ({} outside a step). Add it to
+    your handlers to see workflow, step and attempt on every line a step logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.pgbus_step = current_step.get() or {}
+        return True
+
+
+@dataclasses.dataclass
+class Outcome:
+    verb: str
+    output: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    exception: BaseException | None = None
+    wait: float | None = None
+    reason: str | None = None
+    report: bool = True
+
+
+class BodyTransaction:
+    """The body's writes: a savepoint inside the step's transaction, taken on first use."""
+
+    def __init__(self, outer: JobTransaction) -> None:
+        self.outer = outer
+        self._savepoint: AbstractContextManager[Any] | None = None
+
+    @property
+    def begun(self) -> bool:
+        return self._savepoint is not None
+
+    def connection(self) -> psycopg.Connection:
+        conn = self.outer.connection()
+        if self._savepoint is None:
+            self._savepoint = conn.transaction()
+            self._savepoint.__enter__()
+        return conn
+
+    def on_commit(self, hook: Any) -> None:
+        self.outer.on_commit(hook)
+
+    def close(self, exc: BaseException | None) -> None:
+        if self._savepoint is not None:
+            self._savepoint.__exit__(
+                type(exc) if exc else None, exc, exc.__traceback__ if exc else None
+            )
+
+
+def error_record(exc: BaseException) -> dict[str, Any]:
+    """Class, message, the backtrace without pgbus's own frames (capped), the cause chain,
+    where it ran."""
+
+    def name(e: BaseException) -> str:
+        cls = type(e)
+        return (
+            cls.__qualname__
+            if cls.__module__ == "builtins"
+            else f"{cls.__module__}.{cls.__qualname__}"
+        )
+
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_PGBUS_DIR)
+    ]
+    limit = settings().workflow_error_backtrace_lines
+    lines = [f"{f.filename}:{f.lineno} in {f.name}" for f in frames][-limit:] if limit else []
+    causes, seen, cause = [], {id(exc)}, exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        causes.append({"class": name(cause), "message": str(cause)[:2000]})
+        cause = cause.__cause__ or cause.__context__
+    return {
+        "class": name(exc),
+        "message": str(exc)[:4000],
+        "backtrace": lines,
+        "causes": causes,
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "app_revision": settings().revision(),
+    }
+
+
+def decide(
+    wf_cls: type[Workflow], spec: StepSpec | None, wf: Workflow | None, exc: Exception, attempt: int
+) -> Outcome:
+    """The exception policy's decision: the step's policies first, then the class's; none
+    matching pauses the run."""
+    policies: tuple[ExceptionPolicy, ...] = (spec.policies if spec else ()) + tuple(
+        wf_cls.exception_policies
+    )
+    policy = next((p for p in policies if p.matches(exc)), None)
+    outcome = Outcome("pause", error=error_record(exc), exception=exc)
+    if policy is None:
+        return outcome
+    outcome.report = policy.report
+    if policy.handler is not None:
+        try:
+            decision = policy.handler(wf, exc)
+        except Exception as handler_exc:
+            log.error("exception policy handler failed: %s", handler_exc)
+            return outcome
+        verb, wait = decision if isinstance(decision, tuple) else (decision, None)
+        if verb in ("pause", "reattempt", "cancel", "skip"):
+            outcome.verb, outcome.wait = verb, wait
+        return outcome
+    outcome.verb, outcome.wait = policy.action, policy.wait
+    if (
+        policy.action == "reattempt"
+        and policy.max_reattempts is not None
+        and attempt > policy.max_reattempts
+    ):
+        outcome.verb, outcome.wait = policy.terminal_action, None
+    return outcome
+
+
+def run_body(wf_cls: type[Workflow], context: dict[str, Any], outer: JobTransaction) -> Outcome:
+    spec = wf_cls.step_spec(context["step_name"])
+    if not isinstance(spec, StepSpec):
+        kind = "is removed" if isinstance(spec, RemovedStep) else "is not defined"
+        exc = StepNotDefined(
+            f"{wf_cls.workflow_name} step {context['step_name']} {kind} in this code"
+        )
+        return Outcome("pause", error=error_record(exc), exception=exc)
+    wf = wf_cls()
+    body_tx = BodyTransaction(outer)
+    wf._begin(context, body_tx)
+    token = current_transaction.set(body_tx)
+    failure: BaseException | None = None
+    try:
+        if wf.cancel_if():
+            return Outcome("cancel", reason="cancel_if")
+        if spec.skip_if is not None and spec.skip_if(wf):
+            return Outcome("skip", reason="skip_if")
+        wf.before_step()
+        spec.run(wf)
+        wf.after_step()
+        return Outcome("complete", output=encode_payload(wf._outputs, "the step's output"))
+    except StepVerb as verb:
+        failure = verb if verb.verb in ("pause", "reattempt", "cancel") else None
+        output = (
+            encode_payload(wf._outputs, "the step's output") if verb.verb == "finished" else None
+        )
+        return Outcome(verb.verb, output=output, wait=verb.wait, reason=verb.reason)
+    except Exception as exc:
+        failure = exc
+        return decide(wf_cls, spec, wf, exc, int(context["attempt"]))
+    finally:
+        current_transaction.reset(token)
+        body_tx.close(failure)
+
+
+class StepJob(Job):
+    """One attempt of one workflow step (the message pgbus.workflow_schedule_step sends)."""
+
+    job_name = "pgbus.workflow:StepJob"
+
+    def perform(self, workflow_id: str, step_id: int) -> None:
+        context = self.step_context
+        if context is None:
+            raise pgbus.PgbusError("a StepJob runs only when read through pgbus.read_jobs")
+        started = time.monotonic()
+        step = {
+            "workflow_id": workflow_id,
+            "workflow_class": context["workflow_class"],
+            "step": context["step_name"],
+            "attempt": context["attempt"],
+        }
+        token = current_step.set(step)
+        try:
+            try:
+                outcome = run_body(
+                    workflow_class(context["workflow_class"]), context, self.transaction
+                )
+            except Exception as exc:  # an unknown class, a payload too large, a broken hook
+                outcome = Outcome("pause", error=error_record(exc), exception=exc)
+            result = self.conn.execute(
+                "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s)",
+                (
+                    step_id,
+                    outcome.verb,
+                    Jsonb(outcome.output) if outcome.output is not None else None,
+                    Jsonb(outcome.error) if outcome.error else None,
+                    timedelta(seconds=outcome.wait) if outcome.wait else None,
+                    outcome.reason,
+                ),
+            ).fetchone()[0]
+            self.acknowledged = True
+        finally:
+            current_step.reset(token)
+        duration = time.monotonic() - started
+        self.transaction.on_commit(lambda: publish(step, outcome, result, duration))
+
+
+def publish(
+    step: dict[str, Any], outcome: Outcome, result: dict[str, Any], duration: float
+) -> None:
+    """After the step's transaction committed: instrumentation and the error report."""
+    cls = step["workflow_class"]
+    if outcome.exception is not None and outcome.report:
+        report_error(outcome.exception, {"action": "workflow_step", **step})
+    emit(
+        "pgbus.workflow.step",
+        workflow_class=cls,
+        step=step["step"],
+        workflow_id=step["workflow_id"],
+        attempt=step["attempt"],
+        outcome=outcome.verb if outcome.error is None else "failed",
+        duration=duration,
+        accepted=result.get("ok", False),
+    )
+    if not result.get("ok"):
+        return
+    status = result["status"]
+    if status == "finished":
+        emit("pgbus.workflow_finished", workflow_class=cls, workflow_id=step["workflow_id"])
+    elif status == "cancelled":
+        emit("pgbus.workflow_cancelled", workflow_class=cls, workflow_id=step["workflow_id"])
+    elif status == "paused":
+        emit(
+            "pgbus.workflow_paused",
+            workflow_class=cls,
+            workflow_id=step["workflow_id"],
+            error_class=(outcome.error or {}).get("class"),
+        )

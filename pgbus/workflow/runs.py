@@ -1,0 +1,221 @@
+"""A handle on one run: what it is doing, its audit trail, and the outside verbs.
+
+Every verb is `pgbus.workflow_command` under the run's row lock; a refusal raises
+WorkflowRefused with the code and the status the run is in now, and changes nothing.
+Instrumentation of a verb goes out after its transaction commits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from pgbus.commit_hooks import after_commit
+from pgbus.instrumentation import emit
+from pgbus.jobs import connection
+from pgbus.workflow.errors import WorkflowRefused
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    event: str
+    actor: str | None
+    reason: str | None
+    details: dict[str, Any]
+    step_id: int | None
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowRun:
+    workflow_id: UUID
+    workflow_class: str
+    duplicate_start: bool = False
+
+    @classmethod
+    def find(
+        cls, workflow_id: UUID | str, conn: psycopg.Connection | None = None
+    ) -> WorkflowRun | None:
+        with connection(conn) as c:
+            row = c.execute(
+                "SELECT workflow_id, workflow_class FROM pgbus.workflows WHERE workflow_id = %s",
+                (UUID(str(workflow_id)),),
+            ).fetchone()
+        return cls(row[0], row[1]) if row else None
+
+    def row(self, conn: psycopg.Connection | None = None) -> dict[str, Any] | None:
+        """The run's row (status, current_step, pause_cause, ...), or None once it is gone."""
+        with connection(conn) as c:
+            return (
+                c.cursor(row_factory=dict_row)
+                .execute(
+                    "SELECT * FROM pgbus.workflows WHERE workflow_id = %s", (self.workflow_id,)
+                )
+                .fetchone()
+            )
+
+    def status(self, conn: psycopg.Connection | None = None) -> str | None:
+        row = self.row(conn)
+        return row["status"] if row else None
+
+    def events(self, conn: psycopg.Connection | None = None) -> list[Event]:
+        with connection(conn) as c:
+            rows = c.execute(
+                "SELECT event, actor, reason, details, step_id, created_at FROM pgbus.workflow_events"
+                " WHERE workflow_id = %s ORDER BY event_id",
+                (self.workflow_id,),
+            ).fetchall()
+        return [Event(*r) for r in rows]
+
+    def steps(self, conn: psycopg.Connection | None = None) -> list[dict[str, Any]]:
+        """Every attempt, oldest first."""
+        with connection(conn) as c:
+            return (
+                c.cursor(row_factory=dict_row)
+                .execute(
+                    "SELECT * FROM pgbus.workflow_steps WHERE workflow_id = %s ORDER BY step_id",
+                    (self.workflow_id,),
+                )
+                .fetchall()
+            )
+
+    def available_actions(self, conn: psycopg.Connection | None = None) -> list[str]:
+        with connection(conn) as c:
+            return c.execute(
+                "SELECT pgbus.workflow_available_actions(%s)", (self.workflow_id,)
+            ).fetchone()[0]
+
+    # -- the outside verbs -------------------------------------------------------------------
+
+    def pause(
+        self,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> str:
+        return self._command("pause", actor, reason, conn)
+
+    def resume(
+        self,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> str:
+        """A failed step runs again; a completed one is followed by the next."""
+        return self._command("resume", actor, reason, conn)
+
+    def resume_at(
+        self,
+        step: str,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> str:
+        return self._command("resume_at", actor, reason, conn, {"step": step})
+
+    def cancel(
+        self,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> str:
+        return self._command("cancel", actor, reason, conn)
+
+    def run_now(
+        self,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> str:
+        return self._command("run_now", actor, reason, conn)
+
+    def reschedule(
+        self,
+        at: datetime,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> str:
+        if at.tzinfo is None:
+            raise ValueError("reschedule needs a timezone-aware time")
+        return self._command("reschedule", actor, reason, conn, {"at": at.isoformat()})
+
+    def rerun(
+        self,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> WorkflowRun:
+        """A new run of the same class, subject and arguments; linked to this one both ways."""
+        result = self._call("rerun", actor, reason, conn, {})
+        return WorkflowRun(UUID(result["workflow_id"]), self.workflow_class)
+
+    def rerun_of(self, conn: psycopg.Connection | None = None) -> WorkflowRun | None:
+        row = self.row(conn)
+        return (
+            WorkflowRun(row["rerun_of"], self.workflow_class) if row and row["rerun_of"] else None
+        )
+
+    def reruns(self, conn: psycopg.Connection | None = None) -> list[WorkflowRun]:
+        with connection(conn) as c:
+            rows = c.execute(
+                "SELECT workflow_id FROM pgbus.workflows WHERE rerun_of = %s ORDER BY created_at",
+                (self.workflow_id,),
+            ).fetchall()
+        return [WorkflowRun(r[0], self.workflow_class) for r in rows]
+
+    def _command(
+        self,
+        verb: str,
+        actor: str | None,
+        reason: str | None,
+        conn: psycopg.Connection | None,
+        params: dict[str, Any] | None = None,
+    ) -> str:
+        return self._call(verb, actor, reason, conn, params or {})["status"]
+
+    def _call(
+        self,
+        verb: str,
+        actor: str | None,
+        reason: str | None,
+        conn: psycopg.Connection | None,
+        params: dict[str, Any],
+    ) -> dict[str, Any]:
+        with connection(conn) as c:
+            result = c.execute(
+                "SELECT pgbus.workflow_command(%s, %s, %s, %s, %s)",
+                (self.workflow_id, verb, actor, reason, Jsonb(params)),
+            ).fetchone()[0]
+            if not result["ok"]:
+                raise WorkflowRefused(
+                    verb, result["code"], result.get("status"), result.get("message")
+                )
+            event = {"pause": "pgbus.workflow_paused", "cancel": "pgbus.workflow_cancelled"}.get(
+                verb
+            )
+            if event:
+                after_commit(
+                    c,
+                    lambda: emit(
+                        event,
+                        workflow_class=self.workflow_class,
+                        workflow_id=self.workflow_id,
+                        actor=actor,
+                        error_class=None,
+                    ),
+                )
+        return result

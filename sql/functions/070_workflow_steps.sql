@@ -1,0 +1,214 @@
+-- A step attempt's life: begun when its StepJob message is read, ended with the step's verb in
+-- one transaction with everything that goes with it, stalled when its worker died or it ran
+-- too long.
+
+-- How an attempt ends, by the verb (and whether an error was recorded).
+CREATE OR REPLACE FUNCTION pgbus.workflow_attempt_status(verb text, failed boolean)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN failed THEN 'failed'
+        WHEN verb IN ('complete', 'finished') THEN 'completed'
+        WHEN verb = 'skip' THEN 'skipped'
+        WHEN verb = 'cancel' THEN 'cancelled'
+        ELSE 'interrupted'  -- pause, reattempt: the step did not finish its work
+    END
+$$;
+
+-- The worker died while the attempt ran (its message came back), or the attempt ran past its
+-- timeout: the attempt is 'stalled' and `action` (pause, reattempt or cancel) applies to the
+-- run. Caller holds the run's row lock. Returns the run's new status.
+CREATE OR REPLACE FUNCTION pgbus.workflow_stall(
+    run pgbus.workflows, attempt pgbus.workflow_steps, detection text, action text
+) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    error jsonb := jsonb_build_object(
+        'class', 'pgbus.StepStalled',
+        'message', CASE detection
+            WHEN 'redelivery' THEN format('step %s was delivered again while it ran: its worker died', attempt.step_name)
+            ELSE format('step %s ran longer than %s', attempt.step_name,
+                        coalesce(attempt.timeout::text, 'the stall threshold')) END,
+        'worker', attempt.worker);
+BEGIN
+    IF action NOT IN ('pause', 'reattempt', 'cancel') THEN
+        RAISE EXCEPTION 'pgbus: the stall action is pause, reattempt or cancel, got %', action
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE pgbus.workflow_steps
+    SET status = 'stalled', outcome = action, ended_at = clock_timestamp(), error = workflow_stall.error,
+        error_class = 'pgbus.StepStalled'
+    WHERE step_id = attempt.step_id;
+    PERFORM pgbus.workflow_event(run.workflow_id, 'stall_detected', attempt.step_id, 'pgbus', NULL,
+                                 jsonb_build_object('detection', detection, 'action', action,
+                                                    'step', attempt.step_name));
+    IF run.status = 'paused' THEN
+        RETURN 'paused';  -- already paused by an operator: resume decides
+    ELSIF action = 'pause' THEN
+        UPDATE pgbus.workflows SET status = 'paused', pause_cause = 'stall', updated_at = now()
+        WHERE workflow_id = run.workflow_id;
+        PERFORM pgbus.workflow_event(run.workflow_id, 'paused', attempt.step_id, 'pgbus', 'stalled');
+        RETURN 'paused';
+    ELSIF action = 'cancel' THEN
+        PERFORM pgbus.workflow_end(run.workflow_id, 'cancelled', 'pgbus', 'stalled');
+        RETURN 'cancelled';
+    END IF;
+    PERFORM pgbus.workflow_schedule_step(
+        run, coalesce(pgbus.workflow_step_definition(run.workflow_class, attempt.step_name),
+                      jsonb_build_object('name', attempt.step_name, 'queue', attempt.queue)),
+        clock_timestamp(), 'pgbus');
+    RETURN 'ready';
+END;
+$$;
+
+-- Called for every StepJob message a worker reads (by pgbus.read_jobs, in the same
+-- transaction). Answers the attempt's context to run it; {"stalled": true, ...} when the
+-- message came back while its attempt ran (its worker died: the stall action applied, the
+-- message is archived); or NULL when there is nothing to run: the message was stale
+-- (archived), the attempt is not due yet (hidden until it is), or the step is unknown (the run
+-- paused with StepNotDefined) or a gravestone (skipped).
+CREATE OR REPLACE FUNCTION pgbus.workflow_begin_step(
+    queue text, msg_id bigint, message jsonb, worker text DEFAULT NULL,
+    app_revision text DEFAULT NULL, stall_action text DEFAULT 'pause'
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    run pgbus.workflows;
+    attempt pgbus.workflow_steps;
+    def pgbus.workflow_definitions;
+    step jsonb;
+BEGIN
+    SELECT * INTO run FROM pgbus.workflows w
+    WHERE w.workflow_id = (message -> 'kwargs' ->> 'workflow_id')::uuid FOR UPDATE;
+    SELECT * INTO attempt FROM pgbus.workflow_steps s
+    WHERE s.step_id = (message -> 'kwargs' ->> 'step_id')::bigint;
+    IF run.workflow_id IS NULL OR attempt.step_id IS NULL OR attempt.step_id IS DISTINCT FROM run.current_step_id
+       OR attempt.status NOT IN ('scheduled', 'running') OR run.status NOT IN ('ready', 'running') THEN
+        PERFORM pgmq.archive(queue, msg_id);  -- stale: superseded, or its run moved on or is gone
+        RETURN NULL;
+    END IF;
+    IF attempt.status = 'running' THEN
+        PERFORM pgmq.archive(queue, msg_id);
+        RETURN jsonb_build_object(
+            'stalled', true, 'detection', 'redelivery', 'action', stall_action,
+            'status', pgbus.workflow_stall(run, attempt, 'redelivery', stall_action),
+            'workflow_id', run.workflow_id, 'workflow_class', run.workflow_class,
+            'step_name', attempt.step_name, 'attempt', attempt.attempt);
+    END IF;
+    IF attempt.scheduled_at > clock_timestamp() THEN  -- rescheduled after it was sent
+        PERFORM pgmq.set_vt(queue, msg_id, attempt.scheduled_at);
+        RETURN NULL;
+    END IF;
+    SELECT * INTO def FROM pgbus.workflow_definitions d WHERE d.workflow_class = run.workflow_class;
+    step := pgbus.workflow_step_definition(run.workflow_class, attempt.step_name);
+    UPDATE pgbus.workflow_steps
+    SET status = 'running', started_at = clock_timestamp(), worker = workflow_begin_step.worker,
+        app_revision = workflow_begin_step.app_revision
+    WHERE step_id = attempt.step_id;
+    UPDATE pgbus.workflows SET status = 'running', updated_at = now() WHERE workflow_id = run.workflow_id;
+    PERFORM pgbus.workflow_event(run.workflow_id, 'step_started', attempt.step_id, NULL, NULL,
+                                 jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,
+                                                    'worker', worker));
+    IF step IS NULL OR coalesce((step ->> 'removed')::boolean, false) THEN
+        PERFORM pgbus.workflow_end_step(
+            attempt.step_id,
+            CASE WHEN step IS NULL THEN 'pause' ELSE 'skip' END,
+            error => CASE WHEN step IS NULL THEN jsonb_build_object(
+                'class', 'pgbus.workflow.StepNotDefined',
+                'message', format('%s has no step %s', run.workflow_class, attempt.step_name)) END);
+        RETURN NULL;
+    END IF;
+    RETURN jsonb_build_object(
+        'workflow_id', run.workflow_id,
+        'workflow_class', run.workflow_class,
+        'step_id', attempt.step_id,
+        'step_name', attempt.step_name,
+        'attempt', attempt.attempt,
+        'arguments', run.arguments,
+        'subject_type', run.subject_type,
+        'subject_id', run.subject_id,
+        'scheduled_at', attempt.scheduled_at,
+        'definition_outdated', run.definition_digest IS DISTINCT FROM def.digest);
+END;
+$$;
+
+-- Ends an attempt with the step's verb, in one transaction: the attempt's outcome, output and
+-- error; the run's transition (next step scheduled and sent, or paused, cancelled, finished);
+-- the attempt's message archived; the events. `wait` delays a reattempt. Answers
+-- {"ok": true, "status": ...} or a refusal {"ok": false, "code": "stale" | "not_allowed",
+-- "status": ...}; a refused end still archives the message and records what the step did.
+CREATE OR REPLACE FUNCTION pgbus.workflow_end_step(
+    step_id bigint,
+    verb text,
+    output jsonb DEFAULT NULL,
+    error jsonb DEFAULT NULL,
+    wait interval DEFAULT NULL,
+    reason text DEFAULT NULL
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    attempt pgbus.workflow_steps;
+    run pgbus.workflows;
+    to_status text;
+    new_status text;
+    failed boolean := error IS NOT NULL;
+BEGIN
+    IF verb IS NULL OR verb NOT IN (SELECT t.verb FROM pgbus.workflow_transitions t WHERE t.kind = 'runner') THEN
+        RAISE EXCEPTION 'pgbus: % is not a step verb', quote_nullable(verb) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('ok', false, 'code', 'not_found');
+    END IF;
+    SELECT * INTO run FROM pgbus.workflows w WHERE w.workflow_id = attempt.workflow_id FOR UPDATE;
+    SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id FOR UPDATE;
+    IF attempt.msg_id IS NOT NULL THEN
+        PERFORM pgmq.archive(attempt.queue, attempt.msg_id);
+    END IF;
+    IF attempt.status <> 'running' OR attempt.step_id IS DISTINCT FROM run.current_step_id THEN
+        -- Stalled, or superseded while it ran: its end changes nothing.
+        RETURN jsonb_build_object('ok', false, 'code', 'stale', 'status', run.status);
+    END IF;
+    to_status := pgbus.workflow_transition('runner', verb, run.status);
+    UPDATE pgbus.workflow_steps s
+    SET status = CASE WHEN to_status IS NULL THEN 'superseded'
+                      ELSE pgbus.workflow_attempt_status(verb, failed) END,
+        outcome = verb, ended_at = clock_timestamp(),
+        output = CASE WHEN verb IN ('complete', 'finished') THEN workflow_end_step.output END,
+        error = workflow_end_step.error, error_class = workflow_end_step.error ->> 'class'
+    WHERE s.step_id = attempt.step_id;
+    PERFORM pgbus.workflow_event(
+        run.workflow_id,
+        CASE WHEN failed THEN 'step_failed' ELSE 'step_' || pgbus.workflow_attempt_status(verb, false) END,
+        attempt.step_id, NULL, reason,
+        jsonb_strip_nulls(jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,
+                                             'verb', verb, 'error_class', error ->> 'class')));
+    IF to_status IS NULL THEN
+        RETURN jsonb_build_object('ok', false, 'code', 'not_allowed', 'status', run.status);
+    END IF;
+    IF to_status = 'paused' THEN
+        IF run.status <> 'paused' THEN
+            UPDATE pgbus.workflows
+            SET status = 'paused', pause_cause = CASE WHEN failed THEN 'error' ELSE 'manual' END,
+                updated_at = now()
+            WHERE workflow_id = run.workflow_id;
+            PERFORM pgbus.workflow_event(run.workflow_id, 'paused', attempt.step_id, 'step', reason,
+                                         jsonb_strip_nulls(jsonb_build_object('error_class', error ->> 'class')));
+        END IF;
+        new_status := 'paused';
+    ELSIF to_status IN ('cancelled', 'finished') THEN
+        PERFORM pgbus.workflow_end(run.workflow_id, to_status, 'step', reason);
+        new_status := to_status;
+    ELSIF verb = 'reattempt' THEN
+        PERFORM pgbus.workflow_schedule_step(
+            run, coalesce(pgbus.workflow_step_definition(run.workflow_class, attempt.step_name),
+                          jsonb_build_object('name', attempt.step_name, 'queue', attempt.queue)),
+            clock_timestamp() + coalesce(wait, interval '0'));
+        new_status := 'ready';
+    ELSE  -- complete, skip
+        new_status := pgbus.workflow_advance(run, attempt.step_name);
+    END IF;
+    RETURN jsonb_build_object('ok', true, 'status', new_status, 'workflow_class', run.workflow_class,
+                              'step', attempt.step_name);
+END;
+$$;

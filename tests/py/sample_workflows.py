@@ -1,0 +1,188 @@
+"""Workflows the tests start and real workers run (`--import tests.py.sample_workflows`).
+
+Steps record what they do in the `effects` table on the step's own connection (committed with
+the step's end) or, with `mark`, on a separate connection (kept whatever happens).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pgbus
+from pgbus.jobs import connection
+from pgbus.workflow import on_exception, register_subject, removed_step, step
+from tests.py.sample_jobs import mark
+
+
+@dataclasses.dataclass
+class User:
+    id: int
+    onboarded: bool = False
+    closed: bool = False
+
+
+def load_user(user_id: str) -> User | None:
+    with connection() as c:
+        row = c.execute(
+            "SELECT id, onboarded, closed FROM users WHERE id = %s", (int(user_id),)
+        ).fetchone()
+    return User(*row) if row else None
+
+
+register_subject(User, load=load_user)
+
+
+class SignupWorkflow(pgbus.Workflow):
+    """The README's workflow, with short waits."""
+
+    exception_policies = [
+        on_exception(TimeoutError, action="reattempt", wait=0.1, max_reattempts=5)
+    ]
+
+    def cancel_if(self):
+        return self.subject is None or self.subject.closed
+
+    @step
+    def welcome(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('welcome', %s)", (str(self.subject.id),)
+        )
+        self.output(sent_to=self.subject.id, plan=self.arguments["plan"])
+
+    @step(wait=timedelta(seconds=0.2), skip_if=lambda wf: wf.subject.onboarded)
+    def reminder(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('reminder', %s)", (str(self.subject.id),)
+        )
+
+    @step(wait=0.2)
+    def complete(self):
+        self.conn.execute("UPDATE users SET onboarded = true WHERE id = %s", (self.subject.id,))
+
+
+class ThreeSteps(pgbus.Workflow):
+    """No-op steps that record each run of each step."""
+
+    @step
+    def one(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('one', %s)", (self.arguments["n"],)
+        )
+
+    @step
+    def two(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('two', %s)", (self.arguments["n"],)
+        )
+
+    @step
+    def three(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('three', %s)", (self.arguments["n"],)
+        )
+
+
+class Flaky(pgbus.Workflow):
+    """Fails (and pauses) until the `fixed` effect exists; writes before failing are rolled back."""
+
+    @step
+    def charge(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('charge_try', %s)", (str(self.workflow_id),)
+        )
+        if not self.conn.execute("SELECT 1 FROM effects WHERE kind = 'fixed'").fetchone():
+            try:
+                raise ConnectionError("gateway unreachable")
+            except ConnectionError as exc:
+                raise TimeoutError("charge timed out") from exc
+        self.output(charge_id="ch_1")
+
+    @step
+    def receipt(self):
+        self.output(charge=self.output_of("charge"))
+
+
+class Verbs(pgbus.Workflow):
+    """Its first step says the verb named by the `verb` argument."""
+
+    @step
+    def decide(self):
+        mark("decide", str(self.workflow_id))
+        verb = self.arguments["verb"]
+        if verb == "reattempt":
+            if self.attempt == 1:
+                self.reattempt(wait=0, reason="said reattempt")
+            return
+        if verb == "finished":
+            self.output(early=True)
+        getattr(self, verb)(reason=f"said {verb}")
+
+    @step
+    def after(self):
+        mark("after", str(self.workflow_id))
+
+
+class Policies(pgbus.Workflow):
+    """Exception policies: reattempt twice then cancel; a matching policy; a handler."""
+
+    exception_policies = [
+        on_exception(KeyError, action="skip", report=False),
+        on_exception(
+            ValueError,
+            matching="retry me",
+            action="reattempt",
+            max_reattempts=2,
+            terminal_action="cancel",
+        ),
+        on_exception(ValueError, handler=lambda wf, exc: "skip"),
+    ]
+
+    @step
+    def risky(self):
+        mark("risky", self.arguments["error"])
+        if self.arguments["error"] == "key":
+            raise KeyError("missing")
+        raise ValueError(self.arguments["error"])
+
+    @step
+    def after(self):
+        mark("after", self.arguments["error"])
+
+
+class Hooks(pgbus.Workflow):
+    def before_step(self):
+        mark("before", self.step_name)
+
+    def after_step(self):
+        mark("after", self.step_name)
+
+    @step
+    def only(self):
+        mark("body", self.step_name)
+        self.output(key=self.step_idempotency_key, attempt_key=self.attempt_idempotency_key)
+
+
+class WithGravestone(pgbus.Workflow):
+    @step
+    def first(self):
+        mark("first", str(self.workflow_id))
+
+    old = removed_step()
+
+    @step
+    def last(self):
+        mark("last", str(self.workflow_id))
+
+
+class Slow(pgbus.Workflow):
+    """Its step works for `seconds` on its first attempt (to be killed), then finishes."""
+
+    @step(timeout=timedelta(seconds=60))
+    def work(self):
+        mark("work_started", str(self.workflow_id))
+        if self.attempt == 1:
+            self.conn.execute("SELECT pg_sleep(%s)", (self.arguments["seconds"],))
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('work_done', %s)", (str(self.workflow_id),)
+        )
