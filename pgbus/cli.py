@@ -66,7 +66,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from pgbus.worker import Worker
 
     _boot(args)
-    queues = [q for q in args.queues.split(",") if q.strip()] or [settings().default_queue]
+    s = settings()
+    queues = [q for q in args.queues.split(",") if q.strip()] or [s.default_queue, s.workflow_queue]
     return Worker(queues, threads=args.threads).run()
 
 

@@ -57,10 +57,24 @@ class JobTransaction:
 
     def connection(self) -> psycopg.Connection:
         if self._conn is None:
-            conn = self._stack.enter_context(pool().connection())
-            self._stack.enter_context(conn.transaction())
-            self._conn = conn
+            self._conn = self._begin(retry=True)
         return self._conn
+
+    def _begin(self, retry: bool) -> psycopg.Connection:
+        taking = ExitStack()
+        try:
+            conn = taking.enter_context(pool().connection())
+            taking.enter_context(conn.transaction())
+        except psycopg.OperationalError:
+            # Pooled connections that died while idle (a server restart): the pool drops them,
+            # and a fresh connection is tried once before the job sees an error.
+            taking.close()
+            if not retry:
+                raise
+            pool().check()  # drops every other dead idle connection too
+            return self._begin(retry=False)
+        self._stack.enter_context(taking)
+        return conn
 
 
 # The transaction of the job running on this thread: enqueues from inside a job join it.

@@ -43,3 +43,7 @@ class UnknownWorkflow(PgbusError):
 
 class SubjectNotRegistered(PgbusError):
     """A subject whose type has no loader (pgbus.workflow.register_subject)."""
+
+
+class StepBeginFailed(PgbusError):
+    """The database could not begin a step attempt; its StepJob fails and is retried."""

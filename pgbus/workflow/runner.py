@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 import socket
+import sysconfig
 import time
 import traceback
 from contextlib import AbstractContextManager
@@ -32,10 +33,15 @@ from pgbus.jobs import Job, JobTransaction, current_transaction
 from pgbus.reporting import report_error
 from pgbus.workflow.base import StepVerb, Workflow, encode_payload, workflow_class
 from pgbus.workflow.definition import ExceptionPolicy, RemovedStep, StepSpec
-from pgbus.workflow.errors import StepNotDefined
+from pgbus.workflow.errors import StepBeginFailed, StepNotDefined
 
 log = logging.getLogger("pgbus.workflow")
-_PGBUS_DIR = str(Path(pgbus.__file__).resolve().parent)
+# Frames from these are left out of a step's backtrace: pgbus itself, installed packages and the
+# standard library; what stays is the application's own code.
+_LIBRARY_DIRS = (
+    str(Path(pgbus.__file__).resolve().parent),
+    *{str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("purelib", "platlib", "stdlib")},
+)
 
 # The step running on this thread ({workflow_id, workflow_class, step, attempt}), for logs.
 current_step: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -92,8 +98,8 @@ class BodyTransaction:
 
 
 def error_record(exc: BaseException) -> dict[str, Any]:
-    """Class, message, the backtrace without pgbus's own frames (capped), the cause chain,
-    where it ran."""
+    """Class, message, the backtrace of the application's own frames (capped), the cause
+    chain, where it ran."""
 
     def name(e: BaseException) -> str:
         cls = type(e)
@@ -103,11 +109,14 @@ def error_record(exc: BaseException) -> dict[str, Any]:
             else f"{cls.__module__}.{cls.__qualname__}"
         )
 
-    frames = [
-        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_PGBUS_DIR)
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [
+        f for f in frames if not f.filename.startswith(_LIBRARY_DIRS) and f.filename.endswith(".py")
     ]
     limit = settings().workflow_error_backtrace_lines
-    lines = [f"{f.filename}:{f.lineno} in {f.name}" for f in frames][-limit:] if limit else []
+    lines = (
+        [f"{f.filename}:{f.lineno} in {f.name}" for f in own or frames][-limit:] if limit else []
+    )
     causes, seen, cause = [], {id(exc)}, exc.__cause__ or exc.__context__
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
@@ -201,6 +210,11 @@ class StepJob(Job):
         context = self.step_context
         if context is None:
             raise pgbus.PgbusError("a StepJob runs only when read through pgbus.read_jobs")
+        if "begin_error" in context:
+            raise StepBeginFailed(
+                f"step {step_id} of {workflow_id} could not begin: "
+                f"{context['begin_error']} ({context['sqlstate']})"
+            )
         started = time.monotonic()
         step = {
             "workflow_id": workflow_id,

@@ -143,8 +143,14 @@ BEGIN
             remaining := remaining - 1;
             context := NULL;
             IF r.message ->> 'job_class' = pgbus.step_job_class() THEN
-                context := pgbus.workflow_begin_step(q, r.msg_id, r.message, worker,
-                                                     read_jobs.app_revision, stall_action);
+                BEGIN
+                    context := pgbus.workflow_begin_step(q, r.msg_id, r.message, worker,
+                                                         read_jobs.app_revision, stall_action);
+                EXCEPTION WHEN OTHERS THEN
+                    -- One step that cannot begin must not stop the others: its StepJob fails
+                    -- in the worker like any job (retried with backoff, then dead-lettered).
+                    context := jsonb_build_object('begin_error', SQLERRM, 'sqlstate', SQLSTATE);
+                END;
                 CONTINUE WHEN context IS NULL;
             END IF;
             queue := q;

@@ -23,7 +23,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_stall(
 ) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-    error jsonb := jsonb_build_object(
+    stall_error jsonb := jsonb_build_object(
         'class', 'pgbus.StepStalled',
         'message', CASE detection
             WHEN 'redelivery' THEN format('step %s was delivered again while it ran: its worker died', attempt.step_name)
@@ -36,7 +36,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE pgbus.workflow_steps
-    SET status = 'stalled', outcome = action, ended_at = clock_timestamp(), error = workflow_stall.error,
+    SET status = 'stalled', outcome = action, ended_at = clock_timestamp(), error = stall_error,
         error_class = 'pgbus.StepStalled'
     WHERE step_id = attempt.step_id;
     PERFORM pgbus.workflow_event(run.workflow_id, 'stall_detected', attempt.step_id, 'pgbus', NULL,

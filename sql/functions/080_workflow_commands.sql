@@ -17,6 +17,15 @@ BEGIN
 END;
 $$;
 
+-- The run moved on while this attempt ran (resume_at another step): when its worker ends it,
+-- the end is stale and changes nothing; until then it is marked so the sweep leaves it be.
+CREATE OR REPLACE FUNCTION pgbus.workflow_abandon(attempt_id bigint)
+RETURNS void
+LANGUAGE sql AS $$
+    UPDATE pgbus.workflow_steps SET status = 'superseded', ended_at = clock_timestamp()
+    WHERE step_id = attempt_id AND status = 'running'
+$$;
+
 -- An outside verb on a run: pause, cancel, resume, resume_at ({"step": ...}), run_now,
 -- reschedule ({"at": ...}) or rerun. Checked against the transition table under the run's row
 -- lock. Answers {"ok": true, "status": ...} (rerun adds "workflow_id" of the new run) or a
@@ -81,12 +90,18 @@ BEGIN
         END IF;
         PERFORM pgbus.workflow_event(run.workflow_id, 'resumed_at', attempt.step_id, actor, reason,
                                      jsonb_build_object('step', step ->> 'name'));
+        PERFORM pgbus.workflow_supersede(attempt.step_id);
+        PERFORM pgbus.workflow_abandon(attempt.step_id);
         PERFORM pgbus.workflow_schedule_step(run, step, clock_timestamp(), actor);
     ELSIF verb IN ('run_now', 'reschedule') THEN
-        at := CASE WHEN verb = 'run_now' THEN clock_timestamp() ELSE (params ->> 'at')::timestamptz END;
+        BEGIN
+            at := CASE WHEN verb = 'run_now' THEN clock_timestamp() ELSE (params ->> 'at')::timestamptz END;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+            at := NULL;
+        END;
         IF at IS NULL THEN
             RETURN jsonb_build_object('ok', false, 'code', 'invalid', 'status', run.status,
-                                      'message', 'reschedule needs a time: {"at": ...}');
+                                      'message', 'reschedule needs a time: {"at": "<ISO 8601 timestamp>"}');
         END IF;
         UPDATE pgbus.workflow_steps SET scheduled_at = at WHERE step_id = attempt.step_id;
         PERFORM pgmq.set_vt(attempt.queue, attempt.msg_id, greatest(at, clock_timestamp()));
@@ -123,7 +138,7 @@ BEGIN
         JOIN pgbus.workflow_transitions t ON t.kind = 'outside' AND t.from_status = w.status
         LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
         WHERE w.workflow_id = workflow_available_actions.workflow_id
-          AND (t.verb <> 'run_now' OR (s.status = 'scheduled' AND s.scheduled_at > now()))
+          AND (t.verb <> 'run_now' OR (s.status = 'scheduled' AND s.scheduled_at > clock_timestamp()))
         ORDER BY array_position(ARRAY['resume', 'resume_at', 'run_now', 'reschedule', 'pause',
                                       'cancel', 'rerun'], t.verb));
 END;

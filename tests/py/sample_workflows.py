@@ -36,9 +36,9 @@ register_subject(User, load=load_user)
 class SignupWorkflow(pgbus.Workflow):
     """The README's workflow, with short waits."""
 
-    exception_policies = [
-        on_exception(TimeoutError, action="reattempt", wait=0.1, max_reattempts=5)
-    ]
+    exception_policies = (
+        on_exception(TimeoutError, action="reattempt", wait=0.1, max_reattempts=5),
+    )
 
     def cancel_if(self):
         return self.subject is None or self.subject.closed
@@ -126,7 +126,7 @@ class Verbs(pgbus.Workflow):
 class Policies(pgbus.Workflow):
     """Exception policies: reattempt twice then cancel; a matching policy; a handler."""
 
-    exception_policies = [
+    exception_policies = (
         on_exception(KeyError, action="skip", report=False),
         on_exception(
             ValueError,
@@ -136,7 +136,7 @@ class Policies(pgbus.Workflow):
             terminal_action="cancel",
         ),
         on_exception(ValueError, handler=lambda wf, exc: "skip"),
-    ]
+    )
 
     @step
     def risky(self):

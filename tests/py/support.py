@@ -128,3 +128,54 @@ class Process:
 
 def pgbus_process(*args: str, env: dict[str, str] | None = None) -> Process:
     return Process([sys.executable, "-m", "pgbus.cli", *args], env=env)
+
+
+class PrivateServer:
+    """A PostgreSQL cluster of the test's own (scripts/pg on a free port), migrated; a test can
+    restart it without disturbing the shared server."""
+
+    def __init__(self) -> None:
+        import socket
+        import uuid
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.state = Path(f"/tmp/pgbus-private-{uuid.uuid4().hex[:8]}")
+        self.env = {**os.environ, "PGBUS_PG_DIR": str(self.state), "PGBUS_PG_PORT": str(port)}
+        self.url = self._pg("start")
+
+    def _pg(self, action: str) -> str:
+        out = subprocess.run(
+            [str(ROOT / "scripts/pg"), action],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.strip().splitlines()[-1]
+
+    def restart(self) -> None:
+        self._pg("stop")
+        self._pg("start")
+
+    def remove(self) -> None:
+        subprocess.run([str(ROOT / "scripts/pg"), "stop"], env=self.env, capture_output=True)
+        subprocess.run(["rm", "-rf", str(self.state)], check=False)
+
+
+@contextmanager
+def private_server() -> Iterator[PrivateServer]:
+    from pgbus import migrate
+
+    server = PrivateServer()
+    try:
+        migrate.migrate(server.url)
+        with __import__("psycopg").connect(server.url, autocommit=True) as c:
+            c.execute(
+                "CREATE TABLE effects (id bigserial PRIMARY KEY, kind text NOT NULL,"
+                " key text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())"
+            )
+        yield server
+    finally:
+        server.remove()

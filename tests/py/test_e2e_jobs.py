@@ -3,16 +3,13 @@
 import os
 import signal
 import socket
-import subprocess
-import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from pgbus import batches, migrate
+from pgbus import batches
 from tests.py.sample_jobs import OnComplete, OnDiscard, OnSuccess, Poison, Record, SlowOnFirstRun
-from tests.py.support import ROOT, count_effects, pgbus_process, wait_until
+from tests.py.support import count_effects, pgbus_process, private_server, wait_until
 
 pytestmark = pytest.mark.slow
 FAST = {"PGBUS_POLLING_INTERVAL": "0.2", "PGBUS_HEARTBEAT_INTERVAL": "0.5"}
@@ -202,55 +199,34 @@ def test_supervisor_runs_restarts_and_stops_its_children(db_url, effects, procs)
     assert [r[0] for r in effects.execute("SELECT pid FROM pgbus.processes")] == [worker_pid]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_postgres_restart_while_two_workers_process_a_backlog(procs):
     """A private server, restarted under load: every job completes, none twice."""
-    state = Path(f"/tmp/pgbus-restart-{uuid.uuid4().hex[:8]}")
-    env = {**os.environ, "PGBUS_PG_DIR": str(state), "PGBUS_PG_PORT": str(_free_port())}
-    pg = [str(ROOT / "scripts/pg")]
-
-    def server(action):
-        out = subprocess.run([*pg, action], env=env, capture_output=True, text=True, check=True)
-        return out.stdout.strip().splitlines()[-1]
-
-    url = server("start")
-    try:
-        migrate.migrate(url)
-        with psycopg.connect(url, autocommit=True) as c:
-            c.execute(
-                "CREATE TABLE effects (id bigserial PRIMARY KEY, kind text, key text,"
-                " at timestamptz DEFAULT clock_timestamp())"
-            )
+    with private_server() as server:
+        with psycopg.connect(server.url, autocommit=True) as c:
             Record.perform_all_later([(f"k{i}",) for i in range(3000)], conn=c)
         fast = {"PGBUS_VISIBILITY_TIMEOUT": "3"}
-        procs += [worker(url, "--threads", "3", env=fast), worker(url, "--threads", "3", env=fast)]
+        procs += [
+            worker(server.url, "--threads", "3", env=fast),
+            worker(server.url, "--threads", "3", env=fast),
+        ]
 
         def done():
-            with psycopg.connect(url) as c:
+            with psycopg.connect(server.url) as c:
                 return count_effects(c, "done")
 
         wait_until(lambda: done() >= 300, timeout=60, what="some progress")
-        server("stop")
-        server("start")
+        server.restart()
         wait_until(lambda: done() == 3000, timeout=180, what="all 3000 jobs")
-        with psycopg.connect(url) as c:
+        with psycopg.connect(server.url) as c:
             assert c.execute("SELECT count(DISTINCT key), count(*) FROM effects").fetchone() == (
                 3000,
                 3000,
             )
             assert c.execute("SELECT count(*) FROM pgmq.q_pgbus_default").fetchone()[0] == 0
         assert all(p.popen.poll() is None for p in procs), "workers survive the restart"
-    finally:
         for p in procs:
             p.stop()
         procs.clear()
-        subprocess.run([*pg, "stop"], env=env, capture_output=True)
-        subprocess.run(["rm", "-rf", str(state)], check=False)
 
 
 def test_worker_process_sends_statsd_metrics(db_url, effects, procs):

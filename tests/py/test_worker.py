@@ -236,3 +236,30 @@ def test_a_bulk_acknowledged_job_finished_elsewhere_is_not_counted(effects, even
         )
     assert "pgbus.job_completed" not in [n for n, _ in events]
     assert effects.execute("SELECT count(*) FROM pgbus.job_stats").fetchone()[0] == 0
+
+
+def test_a_step_that_cannot_begin_fails_alone(effects):
+    """A broken step message fails like a job; the other messages of the queue still run."""
+    pgbus.configure(retry_backoff_base=60, retry_backoff_max=120)
+    effects.execute("SELECT pgbus.ensure_queue('pgbus_workflows')")
+    effects.execute(
+        "SELECT pgmq.send('pgbus_workflows', %s)",
+        (
+            Jsonb(
+                {
+                    "job_class": "pgbus.workflow:StepJob",
+                    "kwargs": {"workflow_id": "not-a-uuid", "step_id": 1},
+                }
+            ),
+        ),
+    )
+    Record.set(queue="workflows").perform_later("after the broken one")
+    with running_worker(queues=["workflows"]):
+        wait_until(lambda: count_effects(effects, "done", "after the broken one") == 1)
+        failure = wait_until(
+            lambda: effects.execute(
+                "SELECT error_class, error_message FROM pgbus.job_failures"
+            ).fetchone()
+        )
+    assert failure[0] == "pgbus.workflow.errors.StepBeginFailed"
+    assert "could not begin" in failure[1] and "22P02" in failure[1]

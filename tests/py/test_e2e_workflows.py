@@ -1,0 +1,147 @@
+"""Workflows end to end: real worker processes against a real PostgreSQL."""
+
+import os
+import signal
+
+import psycopg
+import pytest
+
+from tests.py.sample_workflows import SignupWorkflow, Slow, ThreeSteps, User
+from tests.py.support import count_effects, pgbus_process, private_server, wait_until
+from tests.py.test_e2e_jobs import FAST
+
+pytestmark = pytest.mark.slow
+
+
+def worker(db_url, *extra, env=None):
+    return pgbus_process(
+        "worker",
+        "--import",
+        "tests.py.sample_workflows",
+        *extra,
+        env={"PGBUS_DATABASE_URL": db_url, **FAST, **(env or {})},
+    )
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in started:
+        p.stop()
+
+
+def test_signup_workflow_finishes_through_a_worker(db_url, users, procs):
+    run = SignupWorkflow.start(User(1), plan="pro")
+    procs.append(worker(db_url))
+    wait_until(lambda: run.status() == "finished", timeout=20, what="finished")
+    assert [s["step_name"] for s in run.steps()] == ["welcome", "reminder", "complete"]
+    assert all(s["worker"] and s["worker"].endswith(f":{procs[0].pid}") for s in run.steps())
+
+
+def test_a_thousand_runs_each_step_exactly_once(db_url, users, procs):
+    runs = [ThreeSteps.start(n=str(i)) for i in range(1000)]
+    procs += [worker(db_url, "--threads", "4"), worker(db_url, "--threads", "4")]
+
+    def finished():
+        return users.execute(
+            "SELECT count(*) FROM pgbus.workflows WHERE status = 'finished'"
+        ).fetchone()[0]
+
+    wait_until(lambda: finished() == 1000, timeout=180, what="1000 runs finished")
+    for kind in ("one", "two", "three"):
+        assert users.execute(
+            "SELECT count(*), count(DISTINCT key) FROM effects WHERE kind = %s", (kind,)
+        ).fetchone() == (1000, 1000)
+    assert (
+        users.execute(
+            "SELECT count(*) FROM pgbus.workflow_steps WHERE status <> 'completed'"
+        ).fetchone()[0]
+        == 0
+    )
+    assert len(runs) == 1000
+
+
+def test_kill_9_mid_step_applies_the_stall_action(db_url, users, procs):
+    env = {"PGBUS_VISIBILITY_TIMEOUT": "2"}
+    paused = Slow.start(seconds=60)
+    first = worker(db_url, env=env)
+    procs.append(first)
+    wait_until(lambda: count_effects(users, "work_started") == 1, what="the step started")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    procs.append(worker(db_url, env=env))
+    wait_until(lambda: paused.status() == "paused", timeout=20, what="stall -> paused")
+    row = paused.row()
+    assert row["pause_cause"] == "stall"
+    assert paused.steps()[0]["status"] == "stalled"
+    assert (
+        next(e for e in paused.events() if e.event == "stall_detected").details["detection"]
+        == "redelivery"
+    )
+    assert count_effects(users, "work_done") == 0
+
+    # With the reattempt action the step runs again and finishes.
+    procs[-1].stop()
+    reattempted = Slow.start(seconds=60)
+    env = {**env, "PGBUS_WORKFLOW_STALL_ACTION": "reattempt"}
+    killed = worker(db_url, env=env)
+    procs.append(killed)
+    wait_until(lambda: count_effects(users, "work_started") == 2)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    procs.append(worker(db_url, env=env))
+    wait_until(
+        lambda: reattempted.status() == "finished", timeout=30, what="reattempted -> finished"
+    )
+    assert [s["status"] for s in reattempted.steps()] == ["stalled", "completed"]
+
+
+def test_start_in_a_rolled_back_transaction_runs_nothing(db_url, users, procs):
+    with psycopg.connect(db_url) as app:
+        ThreeSteps.start(n="ghost", conn=app)
+        app.rollback()
+    marker = ThreeSteps.start(n="marker")
+    procs.append(worker(db_url))
+    wait_until(lambda: marker.status() == "finished", timeout=20)
+    assert users.execute("SELECT count(*) FROM pgbus.workflows").fetchone()[0] == 1
+    assert count_effects(users, "one", "ghost") == 0
+
+
+def test_postgres_restart_mid_load(procs):
+    """A private server restarted while two workers run 300 workflows: all finish, and every
+    step's effect (written in the step's transaction) exists exactly once."""
+    import pgbus
+    from pgbus.db import close_pool
+
+    with private_server() as server:
+        pgbus.configure(database_url=server.url)
+        try:
+            for i in range(300):
+                ThreeSteps.start(n=str(i))
+            fast = {"PGBUS_VISIBILITY_TIMEOUT": "3", "PGBUS_WORKFLOW_STALL_ACTION": "reattempt"}
+            procs += [
+                worker(server.url, "--threads", "3", env=fast),
+                worker(server.url, "--threads", "3", env=fast),
+            ]
+
+            def finished():
+                with psycopg.connect(server.url) as c:
+                    return c.execute(
+                        "SELECT count(*) FROM pgbus.workflows WHERE status = 'finished'"
+                    ).fetchone()[0]
+
+            wait_until(lambda: finished() >= 30, timeout=60, what="some progress")
+            server.restart()
+            wait_until(lambda: finished() == 300, timeout=180, what="all 300 runs finished")
+            with psycopg.connect(server.url) as c:
+                for kind in ("one", "two", "three"):
+                    assert c.execute(
+                        "SELECT count(*), count(DISTINCT key) FROM effects WHERE kind = %s", (kind,)
+                    ).fetchone() == (300, 300)
+        finally:
+            for p in procs:
+                p.stop()
+            procs.clear()
+            close_pool()
+            pgbus.config.reset()

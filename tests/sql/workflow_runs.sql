@@ -1,0 +1,831 @@
+-- pgTAP tests for the life of a workflow run (sql/functions/060_workflow_core.sql and
+-- 070_workflow_steps.sql): pgbus.workflow_register, workflow_next_step, workflow_start,
+-- workflow_begin_step (through pgbus.read_jobs, as a worker reads), workflow_end_step, and the
+-- events each writes.
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(249);
+
+-------------------------------------------------------------------------------------------------
+-- Helpers. Every scenario has its own class and queue ('t_wfr_<name>') so that reading one
+-- scenario's step begins no other.
+-------------------------------------------------------------------------------------------------
+CREATE TEMP TABLE t_runs (name text PRIMARY KEY, id uuid, dup boolean);
+CREATE TEMP TABLE t_reads (tag text, queue text, msg_id bigint, read_ct integer, enqueued_at timestamptz,
+                           vt timestamptz, message jsonb, context jsonb);
+CREATE TEMP TABLE t_marks (name text PRIMARY KEY, v jsonb);
+
+CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wfr_' || $1 $f$;
+CREATE FUNCTION pg_temp.run(name text) RETURNS uuid LANGUAGE sql AS $f$ SELECT id FROM t_runs WHERE t_runs.name = $1 $f$;
+-- Registers class and queue t_wfr_<name> with `steps` (digest d1).
+CREATE FUNCTION pg_temp.reg(name text, steps text, digest text DEFAULT 'd1') RETURNS text LANGUAGE sql AS $f$
+    SELECT pgbus.workflow_register(pg_temp.cls($1), $2::jsonb, $3, pg_temp.cls($1))
+$f$;
+-- Registers t_wfr_<name> and starts a run of it, remembered as `name`.
+CREATE FUNCTION pg_temp.start(name text, steps text, arguments jsonb DEFAULT '{}') RETURNS uuid LANGUAGE plpgsql AS $f$
+DECLARE
+    r record;
+BEGIN
+    PERFORM pg_temp.reg(name, steps);
+    SELECT * INTO r FROM pgbus.workflow_start(pg_temp.cls(name), arguments => start.arguments, actor => 'tester');
+    INSERT INTO t_runs VALUES (name, r.workflow_id, r.duplicate_start);
+    RETURN r.workflow_id;
+END;
+$f$;
+-- Reads the queue t_wfr_<queue> the way a worker does; keeps the rows under `tag`; how many
+-- (NULL, with a warning, when read_jobs raised).
+CREATE FUNCTION pg_temp.read(tag text, queue text, stall_action text DEFAULT 'pause') RETURNS integer
+LANGUAGE plpgsql AS $f$
+DECLARE
+    n integer;
+BEGIN
+    INSERT INTO t_reads
+    SELECT read.tag, r.* FROM pgbus.read_jobs(ARRAY[pg_temp.cls(queue)], 30, 10, 'host:1', 'rev', stall_action) r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+EXCEPTION WHEN OTHERS THEN
+    -- Shown on stderr; the read is undone and the tests that follow go on (and fail).
+    RAISE WARNING 'pg_temp.read(%, %): read_jobs raised %: %', tag, queue, SQLSTATE, SQLERRM;
+    RETURN NULL;
+END;
+$f$;
+CREATE FUNCTION pg_temp.ctx(tag text) RETURNS jsonb LANGUAGE sql AS $f$ SELECT context FROM t_reads WHERE t_reads.tag = $1 $f$;
+-- Starts a run of t_wfr_<name> and begins its first step; the attempt's id.
+CREATE FUNCTION pg_temp.go(name text, steps text) RETURNS bigint LANGUAGE plpgsql AS $f$
+BEGIN
+    PERFORM pg_temp.start(name, steps);
+    PERFORM pg_temp.read(name, name);
+    RETURN (pg_temp.ctx(name) ->> 'step_id')::bigint;
+END;
+$f$;
+CREATE FUNCTION pg_temp.w(name text) RETURNS pgbus.workflows LANGUAGE sql AS $f$
+    SELECT * FROM pgbus.workflows WHERE workflow_id = pg_temp.run($1)
+$f$;
+CREATE FUNCTION pg_temp.cur(name text) RETURNS bigint LANGUAGE sql AS $f$ SELECT (pg_temp.w($1)).current_step_id $f$;
+CREATE FUNCTION pg_temp.att(step_id bigint) RETURNS pgbus.workflow_steps LANGUAGE sql AS $f$
+    SELECT * FROM pgbus.workflow_steps WHERE workflow_steps.step_id = $1
+$f$;
+-- A run's attempts as 'name#attempt:status,...' in order.
+CREATE FUNCTION pg_temp.attempts(name text) RETURNS text LANGUAGE sql AS $f$
+    SELECT coalesce(string_agg(format('%s#%s:%s', step_name, attempt, status), ',' ORDER BY step_id), '')
+    FROM pgbus.workflow_steps WHERE workflow_id = pg_temp.run($1)
+$f$;
+-- A run's events in order, after event id `after`.
+CREATE FUNCTION pg_temp.events(name text, after bigint DEFAULT 0) RETURNS text LANGUAGE sql AS $f$
+    SELECT coalesce(string_agg(event, ',' ORDER BY event_id), '')
+    FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run($1) AND event_id > $2
+$f$;
+CREATE FUNCTION pg_temp.last_event_id() RETURNS bigint LANGUAGE sql AS $f$
+    SELECT coalesce(max(event_id), 0) FROM pgbus.workflow_events
+$f$;
+-- The run's last event called `event`.
+CREATE FUNCTION pg_temp.ev(name text, event text) RETURNS pgbus.workflow_events LANGUAGE sql AS $f$
+    SELECT * FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run($1) AND workflow_events.event = $2
+    ORDER BY event_id DESC LIMIT 1
+$f$;
+-- A message of the queue ('q') or its archive ('a'), or NULL.
+CREATE FUNCTION pg_temp.msg(queue text, msg_id bigint, kind text DEFAULT 'q') RETURNS pgmq.message_record
+LANGUAGE plpgsql AS $f$
+DECLARE
+    m pgmq.message_record;
+BEGIN
+    IF to_regclass(format('pgmq.%I', kind || '_' || queue)) IS NULL OR msg_id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format('SELECT msg_id, read_ct, enqueued_at, last_read_at, vt, message, headers FROM pgmq.%I WHERE msg_id = $1',
+                   kind || '_' || queue) INTO m USING msg_id;
+    RETURN m;
+END;
+$f$;
+CREATE FUNCTION pg_temp.has_msg(queue text, msg_id bigint, kind text DEFAULT 'q') RETURNS boolean LANGUAGE sql AS $f$
+    SELECT (pg_temp.msg($1, $2, $3)).msg_id IS NOT NULL
+$f$;
+-- The message of an attempt, in its queue ('q') or archive ('a').
+CREATE FUNCTION pg_temp.amsg(step_id bigint, kind text DEFAULT 'q') RETURNS pgmq.message_record LANGUAGE sql AS $f$
+    SELECT pg_temp.msg(a.queue, a.msg_id, $2) FROM pgbus.workflow_steps a WHERE a.step_id = $1
+$f$;
+CREATE FUNCTION pg_temp.has_amsg(step_id bigint, kind text DEFAULT 'q') RETURNS boolean LANGUAGE sql AS $f$
+    SELECT (pg_temp.amsg($1, $2)).msg_id IS NOT NULL
+$f$;
+-- workflow_end_step, with an error it raises answered as {"raised": SQLSTATE, "message": ...} so
+-- that the tests after it still run (the failed call's changes are undone).
+CREATE FUNCTION pg_temp.end_step(step_id bigint, verb text, output jsonb DEFAULT NULL, error jsonb DEFAULT NULL,
+                                 wait interval DEFAULT NULL, reason text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $f$
+BEGIN
+    RETURN pgbus.workflow_end_step(step_id, verb, output, error, wait, reason);
+EXCEPTION WHEN OTHERS THEN
+    RETURN jsonb_build_object('raised', SQLSTATE, 'message', SQLERRM);
+END;
+$f$;
+-- The run's row, attempts and event count, to show that something changed nothing.
+CREATE FUNCTION pg_temp.state(name text) RETURNS jsonb LANGUAGE sql AS $f$
+    SELECT jsonb_build_object(
+        'run', (SELECT to_jsonb(w) FROM pgbus.workflows w WHERE w.workflow_id = pg_temp.run($1)),
+        'steps', (SELECT jsonb_agg(to_jsonb(s) ORDER BY s.step_id) FROM pgbus.workflow_steps s WHERE s.workflow_id = pg_temp.run($1)),
+        'events', (SELECT count(*) FROM pgbus.workflow_events e WHERE e.workflow_id = pg_temp.run($1)))
+$f$;
+-- Whether `ts` is `offset` after a moment of this transaction so far (now() .. clock_timestamp()).
+CREATE FUNCTION pg_temp.recent(ts timestamptz, off interval DEFAULT interval '0') RETURNS boolean LANGUAGE sql AS $f$
+    SELECT $1 BETWEEN now() + $2 AND clock_timestamp() + $2
+$f$;
+CREATE FUNCTION pg_temp.mark(name text, v jsonb) RETURNS void LANGUAGE sql AS $f$
+    INSERT INTO t_marks VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET v = excluded.v
+$f$;
+CREATE FUNCTION pg_temp.marked(name text) RETURNS jsonb LANGUAGE sql AS $f$ SELECT v FROM t_marks WHERE t_marks.name = $1 $f$;
+
+-------------------------------------------------------------------------------------------------
+-- The functions exist.
+-------------------------------------------------------------------------------------------------
+SELECT has_function('pgbus', 'workflow_register', ARRAY['text', 'jsonb', 'text', 'text', 'text[]'],
+                    'pgbus.workflow_register(text, jsonb, text, text, text[]) exists');
+SELECT has_function('pgbus', 'workflow_next_step', ARRAY['text', 'text'], 'pgbus.workflow_next_step(text, text) exists');
+SELECT has_function('pgbus', 'workflow_start', ARRAY['text', 'text', 'text', 'jsonb', 'text', 'text', 'uuid'],
+                    'pgbus.workflow_start(text, text, text, jsonb, text, text, uuid) exists');
+SELECT has_function('pgbus', 'workflow_begin_step', ARRAY['text', 'bigint', 'jsonb', 'text', 'text', 'text'],
+                    'pgbus.workflow_begin_step(text, bigint, jsonb, text, text, text) exists');
+SELECT has_function('pgbus', 'workflow_end_step', ARRAY['bigint', 'text', 'jsonb', 'jsonb', 'interval', 'text'],
+                    'pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text) exists');
+SELECT has_function('pgbus', 'read_jobs', ARRAY['text[]', 'integer', 'integer', 'text', 'text', 'text'],
+                    'pgbus.read_jobs(text[], integer, integer, text, text, text) exists');
+SELECT is(pgbus.step_job_class(), 'pgbus.workflow:StepJob', 'step_job_class is pgbus.workflow:StepJob');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_register
+-------------------------------------------------------------------------------------------------
+SELECT is(pgbus.workflow_register('t_wfr_reg', '[{"name": "a", "wait": 0, "timeout": 60}, {"name": "b", "wait": 5}]',
+                                  'd1', 't_wfr_reg'), 'd1', 'workflow_register: returns the digest');
+SELECT results_eq(
+    $$SELECT steps, removed_steps, digest, queue, registered_at FROM pgbus.workflow_definitions WHERE workflow_class = 't_wfr_reg'$$,
+    $$VALUES ('[{"name": "a", "wait": 0, "timeout": 60}, {"name": "b", "wait": 5}]'::jsonb, '{}'::text[], 'd1'::text,
+              't_wfr_reg'::text, now())$$,
+    'workflow_register: stores steps, no removed steps, digest, queue, registered now');
+SELECT is(pgbus.workflow_register('t_wfr_reg', '[{"name": "a"}, {"name": "c"}]', 'd2', 't_wfr_reg2', ARRAY['b']), 'd2',
+          'workflow_register: a new digest returns it');
+SELECT results_eq(
+    $$SELECT steps, removed_steps, digest, queue FROM pgbus.workflow_definitions WHERE workflow_class = 't_wfr_reg'$$,
+    $$VALUES ('[{"name": "a"}, {"name": "c"}]'::jsonb, '{b}'::text[], 'd2'::text, 't_wfr_reg2'::text)$$,
+    'workflow_register: a new digest replaces steps, removed steps, digest and queue (one row per class)');
+SELECT is(pgbus.workflow_register('t_wfr_reg', '[{"name": "a"}, {"name": "c"}]', 'd2', 't_wfr_reg3'), 'd2',
+          'workflow_register: the same digest on another queue');
+SELECT is((SELECT queue FROM pgbus.workflow_definitions WHERE workflow_class = 't_wfr_reg'), 't_wfr_reg3',
+          'workflow_register: a new queue with the same digest moves the class to it');
+SELECT lives_ok($$SELECT pgbus.workflow_register('t_wfr_reg_null', '[{"name": "a"}]', 'd1', 't_wfr_reg', NULL)$$,
+                'workflow_register: NULL removed steps are accepted');
+SELECT is((SELECT removed_steps FROM pgbus.workflow_definitions WHERE workflow_class = 't_wfr_reg_null'), '{}'::text[],
+          'workflow_register: NULL removed steps are stored as {}');
+SELECT throws_ok($$SELECT pgbus.workflow_register('', '[{"name": "a"}]', 'd1', 't_wfr_bad')$$, '22023',
+                 'pgbus: a workflow definition needs a class name and a digest', 'workflow_register: refuses an empty class');
+SELECT throws_ok($$SELECT pgbus.workflow_register(NULL, '[{"name": "a"}]', 'd1', 't_wfr_bad')$$, '22023', NULL,
+                 'workflow_register: refuses a NULL class');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a"}]', '  ', 't_wfr_bad')$$, '22023', NULL,
+                 'workflow_register: refuses a blank digest');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a"}]', NULL, 't_wfr_bad')$$, '22023', NULL,
+                 'workflow_register: refuses a NULL digest');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '{"name": "a"}', 'd1', 't_wfr_bad')$$, '22023', NULL,
+                 'workflow_register: refuses steps that are not an array');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', NULL, 'd1', 't_wfr_bad')$$, '22023', NULL,
+                 'workflow_register: refuses NULL steps');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"wait": 0}]', 'd1', 't_wfr_bad')$$, '22023', NULL,
+                 'workflow_register: refuses a step without a name');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": ""}]', 'd1', 't_wfr_bad')$$, '22023', NULL,
+                 'workflow_register: refuses a step with an empty name');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '["a"]', 'd1', 't_wfr_bad')$$, '22023', NULL,
+                 'workflow_register: refuses a step that is not an object');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a"}]', 'd1', 'Bad-Queue')$$, '22023', NULL,
+                 'workflow_register: refuses an invalid queue name');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a"}]', 'd1', NULL)$$, '22023', NULL,
+                 'workflow_register: refuses a NULL queue');
+SELECT is((SELECT count(*) FROM pgbus.workflow_definitions WHERE workflow_class = 't_wfr_bad'), 0::bigint,
+          'workflow_register: refused definitions are not stored');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_next_step
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.reg('next', '[{"name": "a", "wait": 1}, {"name": "b", "removed": true}, {"name": "c"},
+                             {"name": "d", "removed": false}, {"name": "e", "removed": true}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.reg('next2', '[{"name": "x", "removed": true}, {"name": "y"}]'); END $d$;
+SELECT is(pgbus.workflow_next_step('t_wfr_next', NULL), '{"name": "a", "wait": 1}'::jsonb,
+          'workflow_next_step: NULL gives the first step, with its options');
+SELECT is(pgbus.workflow_next_step('t_wfr_next', 'a') ->> 'name', 'c', 'workflow_next_step: passes over a gravestone');
+SELECT is(pgbus.workflow_next_step('t_wfr_next', 'b') ->> 'name', 'c', 'workflow_next_step: after a gravestone comes the next step');
+SELECT is(pgbus.workflow_next_step('t_wfr_next', 'c') ->> 'name', 'd', 'workflow_next_step: "removed": false is a step');
+SELECT is(pgbus.workflow_next_step('t_wfr_next', 'd'), NULL, 'workflow_next_step: NULL when only gravestones follow');
+SELECT is(pgbus.workflow_next_step('t_wfr_next2', NULL) ->> 'name', 'y', 'workflow_next_step: a gravestone first step is passed over');
+SELECT is(pgbus.workflow_next_step('t_wfr_unknown', NULL), NULL, 'workflow_next_step: NULL for an unregistered class');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_start: the happy path
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.reg('start', '[{"name": "a", "wait": 0, "timeout": 90}, {"name": "b", "wait": 0}]'); END $d$;
+INSERT INTO t_runs SELECT 'happy', s.* FROM pgbus.workflow_start('t_wfr_start', 'User', '42', '{"x": 1}', NULL, 'tester') s;
+SELECT isnt(pg_temp.run('happy'), NULL, 'workflow_start: returns the run id');
+SELECT is((SELECT dup FROM t_runs WHERE name = 'happy'), false, 'workflow_start: a new run is not a duplicate start');
+SELECT results_eq(
+    $$SELECT workflow_class, subject_type, subject_id, arguments, status, pause_cause, current_step, idempotency_key,
+             definition_digest, rerun_of, created_at, ended_at
+      FROM pgbus.workflows WHERE workflow_id = pg_temp.run('happy')$$,
+    $$VALUES ('t_wfr_start'::text, 'User'::text, '42'::text, '{"x": 1}'::jsonb, 'ready'::text, NULL::text, 'a'::text,
+              NULL::text, 'd1'::text, NULL::uuid, now(), NULL::timestamptz)$$,
+    'workflow_start: the run is ready at its first step, with class, subject, arguments and digest');
+SELECT results_eq(
+    $$SELECT step_id, step_name, attempt, status, queue, msg_id IS NOT NULL, pg_temp.recent(scheduled_at), timeout, started_at, ended_at
+      FROM pgbus.workflow_steps WHERE workflow_id = pg_temp.run('happy')$$,
+    $$VALUES (pg_temp.cur('happy'), 'a'::text, 1, 'scheduled'::text, 't_wfr_start'::text, true, true,
+              interval '90 seconds', NULL::timestamptz, NULL::timestamptz)$$,
+    'workflow_start: one attempt of the first step, scheduled now in the class queue, with its timeout, current');
+SELECT results_eq(
+    $$SELECT (m).message ->> 'job_class', (m).message -> 'kwargs', (m).message -> 'args', (m).message ->> 'queue',
+             (m).read_ct, (m).vt <= clock_timestamp(), (m).message ? 'scheduled_at'
+      FROM (SELECT pg_temp.amsg(pg_temp.cur('happy')) AS m) x$$,
+    $$VALUES (pgbus.step_job_class(), jsonb_build_object('workflow_id', pg_temp.run('happy'), 'step_id', pg_temp.cur('happy')),
+              '[]'::jsonb, 't_wfr_start'::text, 0, true, false)$$,
+    'workflow_start: the StepJob message carries {workflow_id, step_id} and is visible now');
+SELECT is(pg_temp.events('happy'), 'started,step_scheduled', 'workflow_start: events started, step_scheduled');
+SELECT results_eq(
+    $$SELECT step_id, actor, reason, details FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('happy') AND event = 'started'$$,
+    $$VALUES (NULL::bigint, 'tester'::text, NULL::text, '{}'::jsonb)$$,
+    'workflow_start: the started event has the actor and no details');
+SELECT results_eq(
+    $$SELECT step_id, actor, details ->> 'step', (details ->> 'attempt')::int, (details ->> 'scheduled_at')::timestamptz
+      FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('happy') AND event = 'step_scheduled'$$,
+    $$VALUES (pg_temp.cur('happy'), 'tester'::text, 'a'::text, 1, (pg_temp.att(pg_temp.cur('happy'))).scheduled_at)$$,
+    'workflow_start: the step_scheduled event names the attempt, step, attempt number and time');
+
+-- The first step's wait.
+DO $d$ BEGIN PERFORM pg_temp.start('wait', '[{"name": "a", "wait": 3600}, {"name": "b"}]'); END $d$;
+SELECT is(pg_temp.recent((pg_temp.att(pg_temp.cur('wait'))).scheduled_at, interval '1 hour'), true,
+          'workflow_start: the first step''s wait schedules its attempt later');
+SELECT is((pg_temp.amsg(pg_temp.cur('wait'))).vt, (pg_temp.att(pg_temp.cur('wait'))).scheduled_at,
+          'workflow_start: its message is visible only then');
+SELECT is(((pg_temp.amsg(pg_temp.cur('wait'))).message ->> 'scheduled_at')::timestamptz, (pg_temp.att(pg_temp.cur('wait'))).scheduled_at,
+          'workflow_start: its message carries scheduled_at');
+SELECT is(pg_temp.read('wait', 'wait'), 0, 'workflow_start: a waiting first step is not read before its time');
+SELECT is((pg_temp.w('wait')).status, 'ready', 'workflow_start: a run waiting for its first step is ready');
+
+-- A step may name its own queue.
+DO $d$ BEGIN PERFORM pg_temp.start('stepq', '[{"name": "a", "queue": "t_wfr_stepq_other"}]'); END $d$;
+SELECT is((pg_temp.att(pg_temp.cur('stepq'))).queue, 't_wfr_stepq_other', 'workflow_start: a step''s own queue is used');
+SELECT isnt(pg_temp.msg('t_wfr_stepq_other', (pg_temp.att(pg_temp.cur('stepq'))).msg_id), NULL,
+            'workflow_start: the message is sent to the step''s queue');
+
+-- arguments NULL is {}.
+INSERT INTO t_runs SELECT 'nullargs', s.* FROM pgbus.workflow_start('t_wfr_start', arguments => NULL) s;
+SELECT is((pg_temp.w('nullargs')).arguments, '{}'::jsonb, 'workflow_start: NULL arguments are {}');
+
+-- rerun_of is stored and told by the started event.
+INSERT INTO t_runs SELECT 'rerunof', s.* FROM pgbus.workflow_start('t_wfr_start', rerun_of => pg_temp.run('happy')) s;
+SELECT is((pg_temp.w('rerunof')).rerun_of, pg_temp.run('happy'), 'workflow_start: rerun_of is stored');
+SELECT is((pg_temp.ev('rerunof', 'started')).details, jsonb_build_object('rerun_of', pg_temp.run('happy')),
+          'workflow_start: the started event of a rerun names the run it reruns');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_start: refusals
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.mark('start_runs', to_jsonb((SELECT count(*) FROM pgbus.workflows WHERE workflow_class = 't_wfr_start'))); END $d$;
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_unregistered')$$, '22023',
+                 'pgbus: workflow class t_wfr_unregistered is not registered', 'workflow_start: refuses an unregistered class');
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_start', arguments => '[1]')$$, '22023',
+                 'pgbus: workflow arguments must be a JSON object', 'workflow_start: refuses array arguments');
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_start', arguments => '"x"')$$, '22023', NULL,
+                 'workflow_start: refuses string arguments');
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_start', arguments => 'null')$$, '22023', NULL,
+                 'workflow_start: refuses JSON null arguments');
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_start', 'User', NULL)$$, '22023',
+                 'pgbus: a subject needs both a type and an id', 'workflow_start: refuses a subject type without an id');
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_start', NULL, '42')$$, '22023',
+                 'pgbus: a subject needs both a type and an id', 'workflow_start: refuses a subject id without a type');
+SELECT is((SELECT count(*) FROM pgbus.workflows WHERE workflow_class = 't_wfr_start'), (pg_temp.marked('start_runs'))::bigint,
+          'workflow_start: refused starts create no run');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_start: idempotency keys
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.reg('idem', '[{"name": "a"}]'); END $d$;
+INSERT INTO t_runs SELECT 'k1', s.* FROM pgbus.workflow_start('t_wfr_idem', arguments => '{"n": 1}', idempotency_key => 'k1') s;
+INSERT INTO t_runs SELECT 'k1_again', s.* FROM pgbus.workflow_start('t_wfr_idem', arguments => '{"n": 2}', idempotency_key => 'k1') s;
+SELECT is((SELECT dup FROM t_runs WHERE name = 'k1'), false, 'workflow_start: the first start with a key is not a duplicate');
+SELECT is((pg_temp.w('k1')).idempotency_key, 'k1', 'workflow_start: the key is stored');
+SELECT is(pg_temp.run('k1_again'), pg_temp.run('k1'), 'workflow_start: the same key answers the same run');
+SELECT is((SELECT dup FROM t_runs WHERE name = 'k1_again'), true, 'workflow_start: ... with duplicate_start = true');
+SELECT is((SELECT count(*) FROM pgbus.workflows WHERE workflow_class = 't_wfr_idem'), 1::bigint,
+          'workflow_start: a duplicate start creates no run');
+SELECT is((pg_temp.w('k1')).arguments, '{"n": 1}'::jsonb, 'workflow_start: a duplicate start does not change the run');
+SELECT is(pg_temp.events('k1'), 'started,step_scheduled', 'workflow_start: a duplicate start writes no event');
+SELECT is((SELECT count(*) FROM pgbus.workflow_steps WHERE workflow_id = pg_temp.run('k1')), 1::bigint,
+          'workflow_start: a duplicate start schedules no step');
+DO $d$ BEGIN PERFORM pg_temp.reg('idem2', '[{"name": "a"}]'); END $d$;
+INSERT INTO t_runs SELECT 'k1_other', s.* FROM pgbus.workflow_start('t_wfr_idem2', idempotency_key => 'k1') s;
+SELECT isnt(pg_temp.run('k1_other'), pg_temp.run('k1'), 'workflow_start: the same key in another class is another run');
+INSERT INTO t_runs SELECT 'blank1', s.* FROM pgbus.workflow_start('t_wfr_idem', idempotency_key => '') s;
+INSERT INTO t_runs SELECT 'blank2', s.* FROM pgbus.workflow_start('t_wfr_idem', idempotency_key => '   ') s;
+SELECT isnt(pg_temp.run('blank1'), pg_temp.run('blank2'), 'workflow_start: a blank key is no key (two runs)');
+SELECT results_eq($$SELECT dup, (pg_temp.w(name)).idempotency_key FROM t_runs WHERE name IN ('blank1', 'blank2') ORDER BY name$$,
+                  $$VALUES (false, NULL::text), (false, NULL::text)$$,
+                  'workflow_start: a blank key is not stored and not a duplicate');
+-- A repeated key answers its run even while that run is ongoing for its subject.
+INSERT INTO t_runs SELECT 'k2', s.* FROM pgbus.workflow_start('t_wfr_idem', 'User', '1', idempotency_key => 'k2') s;
+SELECT results_eq($$SELECT s.workflow_id, s.duplicate_start FROM pgbus.workflow_start('t_wfr_idem', 'User', '1', idempotency_key => 'k2') s$$,
+                  $$VALUES (pg_temp.run('k2'), true)$$,
+                  'workflow_start: a repeated key for an ongoing subject answers the run (no PB409)');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_start: one ongoing run per (class, subject)
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.reg('subj', '[{"name": "a"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.reg('subj2', '[{"name": "a"}]'); END $d$;
+INSERT INTO t_runs SELECT 'u1', s.* FROM pgbus.workflow_start('t_wfr_subj', 'User', '1') s;
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_subj', 'User', '1')$$, 'PB409', NULL,
+                 'workflow_start: a second ongoing run for the same class and subject raises PB409');
+SELECT lives_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_subj', 'User', '2')$$, 'workflow_start: another subject id may start');
+SELECT lives_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_subj', 'Team', '1')$$, 'workflow_start: another subject type may start');
+SELECT lives_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_subj2', 'User', '1')$$, 'workflow_start: another class may start for the subject');
+SELECT is(pgbus.workflow_command(pg_temp.run('u1'), 'pause') ->> 'status', 'paused', 'setup: the subject''s run paused');
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_subj', 'User', '1')$$, 'PB409', NULL,
+                 'workflow_start: a paused run is ongoing (PB409)');
+UPDATE pgbus.workflows SET status = 'waiting', pause_cause = NULL WHERE workflow_id = pg_temp.run('u1');
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_subj', 'User', '1')$$, 'PB409', NULL,
+                 'workflow_start: a waiting run is ongoing (PB409)');
+UPDATE pgbus.workflows SET status = 'ready' WHERE workflow_id = pg_temp.run('u1');
+SELECT is(pgbus.workflow_command(pg_temp.run('u1'), 'cancel') ->> 'status', 'cancelled', 'setup: the subject''s run cancelled');
+INSERT INTO t_runs SELECT 'u1_after_cancel', s.* FROM pgbus.workflow_start('t_wfr_subj', 'User', '1') s;
+SELECT isnt(pg_temp.run('u1_after_cancel'), NULL, 'workflow_start: after the subject''s run was cancelled a new one starts');
+DO $d$ BEGIN PERFORM pg_temp.read('u1_after_cancel', 'subj'); END $d$;
+SELECT is((pg_temp.att(pg_temp.cur('u1_after_cancel'))).status, 'running', 'setup: its step begun');
+SELECT is(pgbus.workflow_end_step(pg_temp.cur('u1_after_cancel'), 'finished') ->> 'status', 'finished',
+          'setup: the subject''s second run finished');
+INSERT INTO t_runs SELECT 'u1_after_finish', s.* FROM pgbus.workflow_start('t_wfr_subj', 'User', '1') s;
+SELECT isnt(pg_temp.run('u1_after_finish'), NULL, 'workflow_start: after the subject''s run finished a new one starts');
+SELECT is((SELECT count(*) FROM pgbus.workflows WHERE workflow_class = 't_wfr_subj' AND subject_type = 'User' AND subject_id = '1'),
+          3::bigint, 'workflow_start: the subject has three runs, one ongoing');
+SELECT is((SELECT count(DISTINCT s.workflow_id)
+           FROM generate_series(1, 3) g, LATERAL pgbus.workflow_start('t_wfr_subj', arguments => jsonb_build_object('i', g)) s), 3::bigint,
+          'workflow_start: subject-less runs are not limited');
+
+SELECT has_index('pgbus', 'workflows', 'workflows_one_ongoing_per_subject', ARRAY['workflow_class', 'subject_type', 'subject_id'],
+                 'the index workflows_one_ongoing_per_subject is on (workflow_class, subject_type, subject_id)');
+SELECT index_is_unique('pgbus', 'workflows', 'workflows_one_ongoing_per_subject', 'workflows_one_ongoing_per_subject is unique');
+SELECT ok((SELECT i.indpred IS NOT NULL FROM pg_index i WHERE i.indexrelid = 'pgbus.workflows_one_ongoing_per_subject'::regclass),
+          'workflows_one_ongoing_per_subject is partial');
+SELECT matches((SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i
+                WHERE i.indexrelid = 'pgbus.workflows_one_ongoing_per_subject'::regclass),
+               'ready.*running.*waiting.*paused', 'workflows_one_ongoing_per_subject covers the ongoing statuses');
+SELECT throws_ok(format($$INSERT INTO pgbus.workflows (workflow_class, subject_type, subject_id, definition_digest)
+                          VALUES ('t_wfr_subj', 'User', '1', 'd1')$$), '23505', NULL,
+                 'workflows_one_ongoing_per_subject: a second ongoing row is refused by the index');
+SELECT lives_ok($$INSERT INTO pgbus.workflows (workflow_class, subject_type, subject_id, definition_digest, status, ended_at)
+                  VALUES ('t_wfr_subj', 'User', '1', 'd1', 'finished', now())$$,
+                'workflows_one_ongoing_per_subject: an ended row for the same subject is not covered');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_begin_step through read_jobs: the happy path
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.reg('begin', '[{"name": "a", "timeout": 60}, {"name": "b"}]'); END $d$;
+INSERT INTO t_runs SELECT 'begin', s.* FROM pgbus.workflow_start('t_wfr_begin', 'Order', '7', '{"k": "v"}') s;
+DO $d$ BEGIN PERFORM pg_temp.mark('begin_step', to_jsonb(pg_temp.cur('begin'))); END $d$;
+SELECT is(pg_temp.read('begin', 'begin'), 1, 'read_jobs: a step''s message is read');
+SELECT results_eq(
+    $$SELECT queue, msg_id, read_ct, message ->> 'job_class', vt > clock_timestamp() FROM t_reads WHERE tag = 'begin'$$,
+    $$VALUES ('t_wfr_begin'::text, (pg_temp.att(pg_temp.cur('begin'))).msg_id, 1, pgbus.step_job_class(), true)$$,
+    'read_jobs: the row is the attempt''s message, read once and hidden');
+SELECT is(pg_temp.ctx('begin'),
+          jsonb_build_object('workflow_id', pg_temp.run('begin'), 'workflow_class', 't_wfr_begin',
+                             'step_id', pg_temp.cur('begin'), 'step_name', 'a', 'attempt', 1,
+                             'arguments', '{"k": "v"}'::jsonb, 'subject_type', 'Order', 'subject_id', '7',
+                             'scheduled_at', (pg_temp.att(pg_temp.cur('begin'))).scheduled_at, 'definition_outdated', false),
+          'workflow_begin_step: the context has the run, class, step, attempt, arguments, subject, schedule, definition_outdated');
+SELECT is(pg_temp.cur('begin'), (pg_temp.marked('begin_step'))::bigint, 'workflow_begin_step: the attempt stays current');
+SELECT results_eq(
+    $$SELECT status, started_at IS NOT NULL AND started_at <= clock_timestamp(), worker, app_revision, ended_at
+      FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('begin')$$,
+    $$VALUES ('running'::text, true, 'host:1'::text, 'rev'::text, NULL::timestamptz)$$,
+    'workflow_begin_step: the attempt is running, with worker and app revision');
+SELECT is((pg_temp.w('begin')).status, 'running', 'workflow_begin_step: the run is running');
+SELECT is(pg_temp.events('begin'), 'started,step_scheduled,step_started', 'workflow_begin_step: a step_started event');
+SELECT results_eq(
+    $$SELECT step_id, details FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('begin') AND event = 'step_started'$$,
+    $$VALUES (pg_temp.cur('begin'), '{"step": "a", "attempt": 1, "worker": "host:1"}'::jsonb)$$,
+    'workflow_begin_step: step_started names the step, attempt and worker');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('begin')), true, 'workflow_begin_step: the message stays in the queue while the step runs');
+SELECT is(pg_temp.read('begin_again', 'begin'), 0, 'read_jobs: the running step''s message is hidden');
+
+-------------------------------------------------------------------------------------------------
+-- Stale messages are archived and not returned.
+-------------------------------------------------------------------------------------------------
+-- (1) A duplicate message of an attempt that already completed.
+DO $d$ BEGIN PERFORM pg_temp.go('stale1', '[{"name": "a"}, {"name": "b", "wait": 3600}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('stale1_a', to_jsonb(pg_temp.cur('stale1'))); END $d$;
+SELECT is(pgbus.workflow_end_step(pg_temp.cur('stale1'), 'complete') ->> 'ok', 'true', 'setup: step a completed');
+DO $d$ BEGIN PERFORM pg_temp.mark('stale1_dup', to_jsonb((SELECT e FROM pgbus.enqueue('t_wfr_stale1', pgbus.step_job_class(),
+    ARRAY[jsonb_build_object('kwargs', jsonb_build_object('workflow_id', pg_temp.run('stale1'),
+                                                          'step_id', (pg_temp.marked('stale1_a'))::bigint))]) e))); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('stale1_state', pg_temp.state('stale1')); END $d$;
+SELECT is(pg_temp.read('stale1_dup', 'stale1'), 0, 'workflow_begin_step: a duplicate message of a completed attempt is not returned');
+SELECT is(pg_temp.has_msg('t_wfr_stale1', (pg_temp.marked('stale1_dup'))::bigint), false, 'workflow_begin_step: ... it left the queue');
+SELECT is(pg_temp.has_msg('t_wfr_stale1', (pg_temp.marked('stale1_dup'))::bigint, 'a'), true, 'workflow_begin_step: ... it is archived');
+SELECT is(pg_temp.state('stale1'), pg_temp.marked('stale1_state'), 'workflow_begin_step: ... and the run is untouched');
+
+-- (2) The message of an attempt superseded while it ran (paused, then resumed at the step again).
+DO $d$ BEGIN PERFORM pg_temp.go('stale2', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('stale2_a1', to_jsonb(pg_temp.cur('stale2'))); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('stale2'), 'pause') ->> 'status', 'paused', 'setup: the run paused while a ran');
+SELECT is(pgbus.workflow_command(pg_temp.run('stale2'), 'resume_at', params => '{"step": "a"}') ->> 'status', 'ready',
+          'setup: resumed at a: a second attempt');
+DO $d$ BEGIN PERFORM pg_temp.mark('stale2_a2', to_jsonb(pg_temp.cur('stale2'))); END $d$;
+SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stale2', (pg_temp.att((pg_temp.marked('stale2_a1'))::bigint)).msg_id, 0)$$,
+                'setup: the first attempt''s message comes back');
+SELECT is(pg_temp.read('stale2_again', 'stale2'), 1, 'workflow_begin_step: of the superseded and the current message one is returned');
+SELECT is((pg_temp.ctx('stale2_again') ->> 'step_id')::bigint, (pg_temp.marked('stale2_a2'))::bigint,
+          'workflow_begin_step: ... the current attempt''s');
+SELECT is((pg_temp.ctx('stale2_again') ->> 'attempt')::int, 2, 'workflow_begin_step: ... attempt 2');
+SELECT is(pg_temp.has_amsg((pg_temp.marked('stale2_a1'))::bigint), false, 'workflow_begin_step: the superseded message left the queue');
+SELECT is(pg_temp.has_amsg((pg_temp.marked('stale2_a1'))::bigint, 'a'), true, 'workflow_begin_step: the superseded message is archived');
+SELECT is(pg_temp.events('stale2') ~ 'stall', false, 'workflow_begin_step: a superseded message is no stall');
+
+-- (3) A message of a running attempt whose run was cancelled.
+DO $d$ BEGIN PERFORM pg_temp.go('stale3', '[{"name": "a"}]'); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('stale3'), 'cancel') ->> 'status', 'cancelled', 'setup: the run cancelled while a ran');
+SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stale3', (pg_temp.att(pg_temp.cur('stale3'))).msg_id, 0)$$, 'setup: its message comes back');
+DO $d$ BEGIN PERFORM pg_temp.mark('stale3_state', pg_temp.state('stale3')); END $d$;
+SELECT is(pg_temp.read('stale3_again', 'stale3'), 0, 'workflow_begin_step: the message of a cancelled run is not returned');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('stale3'), 'a'), true, 'workflow_begin_step: ... it is archived');
+SELECT is(pg_temp.state('stale3'), pg_temp.marked('stale3_state'), 'workflow_begin_step: ... and the run is untouched (no stall)');
+
+-- (4) A message whose run is gone.
+DO $d$ BEGIN PERFORM pg_temp.mark('stale4', to_jsonb((SELECT e FROM pgbus.enqueue('t_wfr_stale4', pgbus.step_job_class(),
+    ARRAY[jsonb_build_object('kwargs', jsonb_build_object('workflow_id', gen_random_uuid(), 'step_id', 987654321))]) e))); END $d$;
+SELECT is(pg_temp.read('stale4', 'stale4'), 0, 'workflow_begin_step: a message whose run is gone is not returned');
+SELECT is(pg_temp.has_msg('t_wfr_stale4', (pg_temp.marked('stale4'))::bigint, 'a'), true, 'workflow_begin_step: ... it is archived');
+
+-------------------------------------------------------------------------------------------------
+-- An attempt not due yet (rescheduled later after its message was sent).
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.start('notdue', '[{"name": "a"}]'); END $d$;
+UPDATE pgbus.workflow_steps SET scheduled_at = now() + interval '1 hour' WHERE step_id = pg_temp.cur('notdue');
+SELECT is(pg_temp.read('notdue', 'notdue'), 0, 'workflow_begin_step: an attempt not due yet is not returned');
+SELECT is((pg_temp.amsg(pg_temp.cur('notdue'))).vt, now() + interval '1 hour',
+          'workflow_begin_step: its message is hidden until the attempt''s scheduled_at');
+SELECT results_eq($$SELECT status, started_at FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('notdue')$$,
+                  $$VALUES ('scheduled'::text, NULL::timestamptz)$$, 'workflow_begin_step: the attempt stays scheduled');
+SELECT is((pg_temp.w('notdue')).status, 'ready', 'workflow_begin_step: the run stays ready');
+SELECT is(pg_temp.events('notdue'), 'started,step_scheduled', 'workflow_begin_step: no step_started event');
+
+-------------------------------------------------------------------------------------------------
+-- A message read again while its attempt runs: the worker died; the stall action applies.
+-------------------------------------------------------------------------------------------------
+-- stall action 'pause' (the default)
+DO $d$ BEGIN PERFORM pg_temp.go('stall_p', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('stall_p_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stall_p', (pg_temp.att(pg_temp.cur('stall_p'))).msg_id, 0)$$, 'setup: the message comes back');
+SELECT is(pg_temp.read('stall_p_again', 'stall_p'), 1, 'workflow_begin_step: a redelivered running attempt returns a row');
+SELECT is(pg_temp.ctx('stall_p_again'),
+          jsonb_build_object('stalled', true, 'detection', 'redelivery', 'action', 'pause', 'status', 'paused',
+                             'workflow_id', pg_temp.run('stall_p'), 'workflow_class', 't_wfr_stall_p',
+                             'step_name', 'a', 'attempt', 1),
+          'workflow_begin_step: the context is {"stalled": true, "detection": "redelivery", "action": "pause", "status": "paused", ...}');
+SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('stall_p')$$,
+                  $$VALUES ('paused'::text, 'stall'::text)$$, 'workflow_begin_step: stall action pause: the run is paused (stall)');
+SELECT results_eq(
+    $$SELECT status, outcome, error_class, error ->> 'class', error ->> 'worker', ended_at IS NOT NULL
+      FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('stall_p')$$,
+    $$VALUES ('stalled'::text, 'pause'::text, 'pgbus.StepStalled'::text, 'pgbus.StepStalled'::text, 'host:1'::text, true)$$,
+    'workflow_begin_step: the attempt is stalled, with the StepStalled error naming the worker');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('stall_p')), false, 'workflow_begin_step: the redelivered message left the queue');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('stall_p'), 'a'), true, 'workflow_begin_step: ... archived');
+SELECT is(pg_temp.attempts('stall_p'), 'a#1:stalled', 'workflow_begin_step: stall action pause schedules nothing');
+SELECT is(pg_temp.events('stall_p', (pg_temp.marked('stall_p_ev'))::bigint), 'stall_detected,paused',
+          'workflow_begin_step: events stall_detected, paused');
+SELECT results_eq(
+    $$SELECT event, actor, reason, details FROM pgbus.workflow_events
+      WHERE workflow_id = pg_temp.run('stall_p') AND event IN ('stall_detected', 'paused') ORDER BY event_id$$,
+    $$VALUES ('stall_detected'::text, 'pgbus'::text, NULL::text, '{"detection": "redelivery", "action": "pause", "step": "a"}'::jsonb),
+             ('paused', 'pgbus', 'stalled', '{}')$$,
+    'workflow_begin_step: stall_detected and paused events by pgbus');
+
+-- stall action 'reattempt'
+DO $d$ BEGIN PERFORM pg_temp.go('stall_r', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('stall_r_a1', to_jsonb(pg_temp.cur('stall_r'))); END $d$;
+SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stall_r', (pg_temp.att(pg_temp.cur('stall_r'))).msg_id, 0)$$, 'setup: the message comes back');
+SELECT is(pg_temp.read('stall_r_again', 'stall_r', 'reattempt'), 1, 'workflow_begin_step: a redelivered running attempt returns a row');
+SELECT is(pg_temp.ctx('stall_r_again') - 'workflow_id',
+          '{"stalled": true, "detection": "redelivery", "action": "reattempt", "status": "ready",
+            "workflow_class": "t_wfr_stall_r", "step_name": "a", "attempt": 1}'::jsonb,
+          'workflow_begin_step: stall action reattempt answers status ready');
+SELECT is(pg_temp.attempts('stall_r'), 'a#1:stalled,a#2:scheduled', 'workflow_begin_step: stall action reattempt schedules attempt 2');
+SELECT results_eq(
+    $$SELECT w.status, w.current_step, s.attempt, pg_temp.recent(s.scheduled_at), s.msg_id IS NOT NULL AND s.msg_id <> (pg_temp.att((pg_temp.marked('stall_r_a1'))::bigint)).msg_id,
+             pg_temp.has_amsg(s.step_id)
+      FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+      WHERE w.workflow_id = pg_temp.run('stall_r')$$,
+    $$VALUES ('ready'::text, 'a'::text, 2, true, true, true)$$,
+    'workflow_begin_step: the run is ready with attempt 2 current, scheduled now, with a new message');
+SELECT is((pg_temp.att((pg_temp.marked('stall_r_a1'))::bigint)).outcome, 'reattempt', 'workflow_begin_step: the stalled attempt''s outcome is reattempt');
+
+-- stall action 'cancel'
+DO $d$ BEGIN PERFORM pg_temp.go('stall_c', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stall_c', (pg_temp.att(pg_temp.cur('stall_c'))).msg_id, 0)$$, 'setup: the message comes back');
+SELECT is(pg_temp.read('stall_c_again', 'stall_c', 'cancel'), 1, 'workflow_begin_step: a redelivered running attempt returns a row');
+SELECT is(pg_temp.ctx('stall_c_again') ->> 'status', 'cancelled', 'workflow_begin_step: stall action cancel answers status cancelled');
+SELECT results_eq($$SELECT status, ended_at IS NOT NULL FROM pgbus.workflows WHERE workflow_id = pg_temp.run('stall_c')$$,
+                  $$VALUES ('cancelled'::text, true)$$, 'workflow_begin_step: stall action cancel cancels the run');
+SELECT is(pg_temp.attempts('stall_c'), 'a#1:stalled', 'workflow_begin_step: the attempt is stalled, nothing scheduled');
+SELECT results_eq($$SELECT actor, reason FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('stall_c') AND event = 'cancelled'$$,
+                  $$VALUES ('pgbus'::text, 'stalled'::text)$$, 'workflow_begin_step: a cancelled event by pgbus, reason stalled');
+
+-- an unknown stall action
+DO $d$ BEGIN PERFORM pg_temp.go('stall_x', '[{"name": "a"}]'); END $d$;
+SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stall_x', (pg_temp.att(pg_temp.cur('stall_x'))).msg_id, 0)$$, 'setup: the message comes back');
+SELECT throws_ok(format($$SELECT pgbus.workflow_begin_step('t_wfr_stall_x', %s, %L, 'host:1', 'rev', 'explode')$$,
+                        (pg_temp.att(pg_temp.cur('stall_x'))).msg_id, (pg_temp.amsg(pg_temp.cur('stall_x'))).message),
+                 '22023', NULL, 'workflow_begin_step: an unknown stall action is refused (22023)');
+INSERT INTO t_runs SELECT 'stall_x2', s.* FROM pgbus.workflow_start('t_wfr_stall_x') s;
+SELECT is(pg_temp.read('stall_x_again', 'stall_x', 'explode'), 2,
+          'read_jobs: a step that cannot begin does not stop the others (two rows)');
+SELECT results_eq($$SELECT context ->> 'sqlstate', context ? 'begin_error' FROM t_reads
+                    WHERE tag = 'stall_x_again' AND (message -> 'kwargs' ->> 'workflow_id')::uuid = pg_temp.run('stall_x')$$,
+                  $$VALUES ('22023'::text, true)$$, 'read_jobs: the step that cannot begin carries {"begin_error", "sqlstate"}');
+SELECT is((pg_temp.att(pg_temp.cur('stall_x'))).status, 'running', 'read_jobs: ... and its begin is undone (attempt still running)');
+SELECT is((SELECT context ->> 'step_name' FROM t_reads
+           WHERE tag = 'stall_x_again' AND (message -> 'kwargs' ->> 'workflow_id')::uuid = pg_temp.run('stall_x2')), 'a',
+          'read_jobs: the other step begins');
+
+-------------------------------------------------------------------------------------------------
+-- A step missing from the definition; a gravestone; an outdated definition.
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.start('missing', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pgbus.workflow_register('t_wfr_missing', '[{"name": "b"}]', 'd2', 't_wfr_missing'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('missing_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.read('missing', 'missing'), 0, 'workflow_begin_step: a step missing from the definition is not returned');
+SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('missing')$$,
+                  $$VALUES ('paused'::text, 'error'::text)$$, 'workflow_begin_step: a missing step pauses the run (error)');
+SELECT results_eq(
+    $$SELECT status, outcome, error_class, error ->> 'message', ended_at IS NOT NULL
+      FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('missing')$$,
+    $$VALUES ('failed'::text, 'pause'::text, 'pgbus.workflow.StepNotDefined'::text, 't_wfr_missing has no step a'::text, true)$$,
+    'workflow_begin_step: the attempt failed with pgbus.workflow.StepNotDefined');
+SELECT is(pg_temp.attempts('missing'), 'a#1:failed', 'workflow_begin_step: a missing step schedules nothing');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('missing'), 'a'), true, 'workflow_begin_step: its message is archived');
+SELECT is(pg_temp.events('missing', (pg_temp.marked('missing_ev'))::bigint), 'step_started,step_failed,paused',
+          'workflow_begin_step: events step_started, step_failed, paused');
+
+DO $d$ BEGIN PERFORM pg_temp.start('grave', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pgbus.workflow_register('t_wfr_grave', '[{"name": "a", "removed": true}, {"name": "b"}]', 'd2', 't_wfr_grave'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('grave_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.read('grave', 'grave'), 0, 'workflow_begin_step: a gravestone step is not returned');
+SELECT is(pg_temp.attempts('grave'), 'a#1:skipped,b#1:scheduled', 'workflow_begin_step: a gravestone is skipped and the next step scheduled');
+SELECT results_eq($$SELECT status, current_step FROM pgbus.workflows WHERE workflow_id = pg_temp.run('grave')$$,
+                  $$VALUES ('ready'::text, 'b'::text)$$, 'workflow_begin_step: the run is ready at the next step');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('grave')), true, 'workflow_begin_step: the next step''s message is sent');
+SELECT is(pg_temp.events('grave', (pg_temp.marked('grave_ev'))::bigint), 'step_started,step_skipped,step_scheduled',
+          'workflow_begin_step: events step_started, step_skipped, step_scheduled');
+
+DO $d$ BEGIN PERFORM pg_temp.start('outdated', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pgbus.workflow_register('t_wfr_outdated', '[{"name": "a"}, {"name": "b"}]', 'd2', 't_wfr_outdated'); END $d$;
+SELECT is(pg_temp.read('outdated', 'outdated'), 1, 'workflow_begin_step: a run of an older definition is read');
+SELECT is(pg_temp.ctx('outdated') -> 'definition_outdated', 'true'::jsonb,
+          'workflow_begin_step: definition_outdated is true when the run''s digest is not the registered one');
+SELECT is((pg_temp.w('outdated')).definition_digest, 'd1', 'workflow_begin_step: the run keeps the digest it started with');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step: complete, then the last step finishes the run.
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.go('complete', '[{"name": "a"}, {"name": "b", "wait": 600}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('complete_a', to_jsonb(pg_temp.cur('complete'))); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('complete_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('complete'), 'complete', '{"out": 1}', reason => 'done a'),
+          '{"ok": true, "status": "ready", "workflow_class": "t_wfr_complete", "step": "a"}'::jsonb,
+          'workflow_end_step complete: answers ok, ready, with class and step');
+SELECT results_eq(
+    $$SELECT status, outcome, output, error, ended_at IS NOT NULL FROM pgbus.workflow_steps
+      WHERE step_id = (pg_temp.marked('complete_a'))::bigint$$,
+    $$VALUES ('completed'::text, 'complete'::text, '{"out": 1}'::jsonb, NULL::jsonb, true)$$,
+    'workflow_end_step complete: the attempt is completed with its output');
+SELECT is(pg_temp.has_amsg((pg_temp.marked('complete_a'))::bigint), false, 'workflow_end_step complete: the step''s message left the queue');
+SELECT is(pg_temp.has_amsg((pg_temp.marked('complete_a'))::bigint, 'a'), true, 'workflow_end_step complete: ... archived');
+SELECT is(pg_temp.attempts('complete'), 'a#1:completed,b#1:scheduled', 'workflow_end_step complete: the next step is scheduled');
+SELECT results_eq(
+    $$SELECT w.status, w.current_step, pg_temp.recent(s.scheduled_at, interval '600 seconds'), (pg_temp.amsg(s.step_id)).vt = s.scheduled_at,
+             s.msg_id <> (pg_temp.att((pg_temp.marked('complete_a'))::bigint)).msg_id
+      FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+      WHERE w.workflow_id = pg_temp.run('complete')$$,
+    $$VALUES ('ready'::text, 'b'::text, true, true, true)$$,
+    'workflow_end_step complete: the run is ready at b, scheduled after its wait, with a new message hidden until then');
+SELECT is(pg_temp.events('complete', (pg_temp.marked('complete_ev'))::bigint), 'step_completed,step_scheduled',
+          'workflow_end_step complete: events step_completed, step_scheduled');
+SELECT results_eq(
+    $$SELECT step_id, actor, reason, details FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('complete') AND event = 'step_completed'$$,
+    $$VALUES ((pg_temp.marked('complete_a'))::bigint, NULL::text, 'done a'::text, '{"step": "a", "attempt": 1, "verb": "complete"}'::jsonb)$$,
+    'workflow_end_step complete: step_completed has the attempt, the reason and step/attempt/verb');
+-- The last step.
+UPDATE pgbus.workflow_steps SET scheduled_at = now() - interval '1 second' WHERE step_id = pg_temp.cur('complete');
+SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_complete', (pg_temp.att(pg_temp.cur('complete'))).msg_id, 0)$$, 'setup: step b is due');
+SELECT is(pg_temp.read('complete_b', 'complete'), 1, 'setup: step b read');
+DO $d$ BEGIN PERFORM pg_temp.mark('complete_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('complete'), 'complete', '{"out": 2}'),
+          '{"ok": true, "status": "finished", "workflow_class": "t_wfr_complete", "step": "b"}'::jsonb,
+          'workflow_end_step complete: the last step answers finished');
+SELECT results_eq($$SELECT status, pg_temp.recent(ended_at), pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('complete')$$,
+                  $$VALUES ('finished'::text, true, NULL::text)$$, 'workflow_end_step complete: the run is finished, ended now');
+SELECT is(pg_temp.attempts('complete'), 'a#1:completed,b#1:completed', 'workflow_end_step complete: nothing more is scheduled');
+SELECT is(pg_temp.events('complete', (pg_temp.marked('complete_ev'))::bigint), 'step_completed,finished',
+          'workflow_end_step complete: events step_completed, finished');
+SELECT is((SELECT count(*) FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('complete') AND event = 'finished' AND step_id IS NULL),
+          1::bigint, 'workflow_end_step complete: one finished event for the run');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step: skip
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.go('skip', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('skip_a', to_jsonb(pg_temp.cur('skip'))); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('skip_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('skip'), 'skip', '{"ignored": true}', reason => '   '),
+          '{"ok": true, "status": "ready", "workflow_class": "t_wfr_skip", "step": "a"}'::jsonb,
+          'workflow_end_step skip: answers ok, ready');
+SELECT results_eq($$SELECT status, outcome, output FROM pgbus.workflow_steps WHERE step_id = (pg_temp.marked('skip_a'))::bigint$$,
+                  $$VALUES ('skipped'::text, 'skip'::text, NULL::jsonb)$$, 'workflow_end_step skip: the attempt is skipped (no output kept)');
+SELECT is(pg_temp.attempts('skip'), 'a#1:skipped,b#1:scheduled', 'workflow_end_step skip: the next step is scheduled');
+SELECT is(pg_temp.recent((pg_temp.att(pg_temp.cur('skip'))).scheduled_at), true, 'workflow_end_step skip: ... now (no wait)');
+SELECT is(pg_temp.events('skip', (pg_temp.marked('skip_ev'))::bigint), 'step_skipped,step_scheduled',
+          'workflow_end_step skip: events step_skipped, step_scheduled');
+SELECT is((pg_temp.ev('skip', 'step_skipped')).reason, NULL, 'workflow_end_step: a blank reason is recorded as NULL');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step: reattempt
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.go('reattempt', '[{"name": "a", "timeout": 30}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('reattempt_a1', to_jsonb(pg_temp.cur('reattempt'))); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('reattempt_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('reattempt'), 'reattempt', wait => interval '5 minutes', reason => 'busy'),
+          '{"ok": true, "status": "ready", "workflow_class": "t_wfr_reattempt", "step": "a"}'::jsonb,
+          'workflow_end_step reattempt: answers ok, ready');
+SELECT results_eq($$SELECT status, outcome FROM pgbus.workflow_steps WHERE step_id = (pg_temp.marked('reattempt_a1'))::bigint$$,
+                  $$VALUES ('interrupted'::text, 'reattempt'::text)$$, 'workflow_end_step reattempt: the attempt is interrupted');
+SELECT is(pg_temp.attempts('reattempt'), 'a#1:interrupted,a#2:scheduled', 'workflow_end_step reattempt: attempt 2 of the step is scheduled');
+SELECT results_eq(
+    $$SELECT w.status, w.current_step, s.attempt, pg_temp.recent(s.scheduled_at, interval '5 minutes'),
+             (pg_temp.amsg(s.step_id)).vt = s.scheduled_at, s.timeout
+      FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+      WHERE w.workflow_id = pg_temp.run('reattempt')$$,
+    $$VALUES ('ready'::text, 'a'::text, 2, true, true, interval '30 seconds')$$,
+    'workflow_end_step reattempt: attempt 2 is current, scheduled and visible at now + wait, with the step''s timeout');
+SELECT is(pg_temp.events('reattempt', (pg_temp.marked('reattempt_ev'))::bigint), 'step_interrupted,step_scheduled',
+          'workflow_end_step reattempt: events step_interrupted, step_scheduled');
+DO $d$ BEGIN PERFORM pg_temp.go('reattempt0', '[{"name": "a"}]'); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('reattempt0'), 'reattempt') ->> 'status', 'ready', 'workflow_end_step reattempt: without a wait');
+SELECT results_eq($$SELECT attempt, pg_temp.recent(scheduled_at) FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('reattempt0')$$,
+                  $$VALUES (2, true)$$, 'workflow_end_step reattempt: without a wait attempt 2 is scheduled now');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step: pause (without and with an error)
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.go('pause', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('pause_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('pause'), 'pause', reason => 'hold on'),
+          '{"ok": true, "status": "paused", "workflow_class": "t_wfr_pause", "step": "a"}'::jsonb,
+          'workflow_end_step pause: answers ok, paused');
+SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('pause')$$,
+                  $$VALUES ('paused'::text, 'manual'::text)$$, 'workflow_end_step pause: the run is paused (manual)');
+SELECT results_eq($$SELECT status, outcome, error FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('pause')$$,
+                  $$VALUES ('interrupted'::text, 'pause'::text, NULL::jsonb)$$, 'workflow_end_step pause: the attempt is interrupted');
+SELECT is(pg_temp.attempts('pause'), 'a#1:interrupted', 'workflow_end_step pause: nothing is scheduled');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('pause'), 'a'), true, 'workflow_end_step pause: the step''s message is archived');
+SELECT is(pg_temp.events('pause', (pg_temp.marked('pause_ev'))::bigint), 'step_interrupted,paused',
+          'workflow_end_step pause: events step_interrupted, paused');
+SELECT results_eq($$SELECT step_id, actor, reason, details FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('pause') AND event = 'paused'$$,
+                  $$VALUES (pg_temp.cur('pause'), 'step'::text, 'hold on'::text, '{}'::jsonb)$$,
+                  'workflow_end_step pause: the paused event is by the step, with the reason');
+
+DO $d$ BEGIN PERFORM pg_temp.go('fail', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('fail_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('fail'), 'pause', NULL, '{"class": "app.Boom", "message": "boom"}', reason => 'it broke'),
+          '{"ok": true, "status": "paused", "workflow_class": "t_wfr_fail", "step": "a"}'::jsonb,
+          'workflow_end_step pause with an error: answers ok, paused');
+SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('fail')$$,
+                  $$VALUES ('paused'::text, 'error'::text)$$, 'workflow_end_step pause with an error: the run is paused (error)');
+SELECT results_eq($$SELECT status, outcome, error, error_class, output FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('fail')$$,
+                  $$VALUES ('failed'::text, 'pause'::text, '{"class": "app.Boom", "message": "boom"}'::jsonb, 'app.Boom'::text, NULL::jsonb)$$,
+                  'workflow_end_step pause with an error: the attempt failed with the error and its class');
+SELECT is(pg_temp.events('fail', (pg_temp.marked('fail_ev'))::bigint), 'step_failed,paused',
+          'workflow_end_step pause with an error: events step_failed, paused');
+SELECT results_eq(
+    $$SELECT event, actor, reason, details FROM pgbus.workflow_events
+      WHERE workflow_id = pg_temp.run('fail') AND event IN ('step_failed', 'paused') ORDER BY event_id$$,
+    $$VALUES ('step_failed'::text, NULL::text, 'it broke'::text, '{"step": "a", "attempt": 1, "verb": "pause", "error_class": "app.Boom"}'::jsonb),
+             ('paused', 'step', 'it broke', '{"error_class": "app.Boom"}')$$,
+    'workflow_end_step pause with an error: the events carry the error class');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step: cancel, finished
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.go('cancel', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('cancel_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('cancel'), 'cancel', reason => 'not needed'),
+          '{"ok": true, "status": "cancelled", "workflow_class": "t_wfr_cancel", "step": "a"}'::jsonb,
+          'workflow_end_step cancel: answers ok, cancelled');
+SELECT results_eq($$SELECT status, pg_temp.recent(ended_at), pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('cancel')$$,
+                  $$VALUES ('cancelled'::text, true, NULL::text)$$, 'workflow_end_step cancel: the run is cancelled, ended now');
+SELECT is(pg_temp.attempts('cancel'), 'a#1:cancelled', 'workflow_end_step cancel: the attempt is cancelled, nothing scheduled');
+SELECT is(pg_temp.events('cancel', (pg_temp.marked('cancel_ev'))::bigint), 'step_cancelled,cancelled',
+          'workflow_end_step cancel: events step_cancelled, cancelled');
+SELECT results_eq($$SELECT actor, reason FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('cancel') AND event = 'cancelled'$$,
+                  $$VALUES ('step'::text, 'not needed'::text)$$, 'workflow_end_step cancel: the cancelled event is by the step, with the reason');
+
+DO $d$ BEGIN PERFORM pg_temp.go('finished', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.mark('finished_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('finished'), 'finished', '{"r": 1}'),
+          '{"ok": true, "status": "finished", "workflow_class": "t_wfr_finished", "step": "a"}'::jsonb,
+          'workflow_end_step finished: answers ok, finished');
+SELECT results_eq($$SELECT status, pg_temp.recent(ended_at) FROM pgbus.workflows WHERE workflow_id = pg_temp.run('finished')$$,
+                  $$VALUES ('finished'::text, true)$$, 'workflow_end_step finished: the run is finished before its last step');
+SELECT results_eq($$SELECT status, outcome, output FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('finished')$$,
+                  $$VALUES ('completed'::text, 'finished'::text, '{"r": 1}'::jsonb)$$,
+                  'workflow_end_step finished: the attempt is completed with its output');
+SELECT is(pg_temp.attempts('finished'), 'a#1:completed', 'workflow_end_step finished: step b is never scheduled');
+SELECT is(pg_temp.events('finished', (pg_temp.marked('finished_ev'))::bigint), 'step_completed,finished',
+          'workflow_end_step finished: events step_completed, finished');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step: stale attempts (not current, or not running) change nothing.
+-------------------------------------------------------------------------------------------------
+-- An attempt that already ended (skip's step a, b is current).
+DO $d$ BEGIN PERFORM pg_temp.mark('skip_state', pg_temp.state('skip')); END $d$;
+SELECT is(pg_temp.end_step((pg_temp.marked('skip_a'))::bigint, 'complete', '{"late": true}'),
+          '{"ok": false, "code": "stale", "status": "ready"}'::jsonb,
+          'workflow_end_step: an attempt that already ended is stale');
+SELECT is(pg_temp.state('skip'), pg_temp.marked('skip_state'), 'workflow_end_step: ... and changes nothing');
+-- An attempt that is scheduled, not running (skip's step b).
+SELECT is(pg_temp.end_step(pg_temp.cur('skip'), 'complete'), '{"ok": false, "code": "stale", "status": "ready"}'::jsonb,
+          'workflow_end_step: an attempt that is not running is stale');
+SELECT is(pg_temp.state('skip'), pg_temp.marked('skip_state'), 'workflow_end_step: ... and changes nothing (run, attempts, events)');
+-- A stalled attempt (stall_p: the run paused by the stall).
+DO $d$ BEGIN PERFORM pg_temp.mark('stall_p_state', pg_temp.state('stall_p')); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('stall_p'), 'complete'), '{"ok": false, "code": "stale", "status": "paused"}'::jsonb,
+          'workflow_end_step: a stalled attempt is stale');
+SELECT is(pg_temp.state('stall_p'), pg_temp.marked('stall_p_state'), 'workflow_end_step: ... and changes nothing');
+-- A running attempt that is no longer current (stale2's first attempt).
+DO $d$ BEGIN PERFORM pg_temp.mark('stale2_state', pg_temp.state('stale2')); END $d$;
+SELECT is(pg_temp.end_step((pg_temp.marked('stale2_a1'))::bigint, 'complete'),
+          '{"ok": false, "code": "stale", "status": "running"}'::jsonb,
+          'workflow_end_step: a running attempt that is not current is stale');
+SELECT is(pg_temp.state('stale2'), pg_temp.marked('stale2_state'), 'workflow_end_step: ... and changes nothing');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step on a run paused or cancelled while its step ran.
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.go('paused_run', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('paused_run'), 'pause', 'ops', 'look') ->> 'status', 'paused',
+          'setup: the run paused while its step ran');
+DO $d$ BEGIN PERFORM pg_temp.mark('paused_run_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('paused_run'), 'complete', '{"out": "x"}'),
+          '{"ok": true, "status": "paused", "workflow_class": "t_wfr_paused_run", "step": "a"}'::jsonb,
+          'workflow_end_step complete on a paused run: answers ok, paused');
+SELECT results_eq($$SELECT status, outcome, output FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('paused_run')$$,
+                  $$VALUES ('completed'::text, 'complete'::text, '{"out": "x"}'::jsonb)$$,
+                  'workflow_end_step complete on a paused run: the step''s completion is recorded');
+SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('paused_run')$$,
+                  $$VALUES ('paused'::text, 'manual'::text)$$, 'workflow_end_step complete on a paused run: the run stays paused');
+SELECT is(pg_temp.attempts('paused_run'), 'a#1:completed', 'workflow_end_step complete on a paused run: nothing is scheduled');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('paused_run'), 'a'), true, 'workflow_end_step complete on a paused run: the message is archived');
+SELECT is(pg_temp.events('paused_run', (pg_temp.marked('paused_run_ev'))::bigint), 'step_completed',
+          'workflow_end_step complete on a paused run: only step_completed');
+
+DO $d$ BEGIN PERFORM pg_temp.go('paused_fin', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('paused_fin'), 'pause') ->> 'status', 'paused', 'setup: the run paused while its step ran');
+SELECT is(pg_temp.end_step(pg_temp.cur('paused_fin'), 'finished') ->> 'status', 'finished',
+          'workflow_end_step finished on a paused run: the run finishes');
+SELECT results_eq($$SELECT status, pause_cause, pg_temp.recent(ended_at) FROM pgbus.workflows WHERE workflow_id = pg_temp.run('paused_fin')$$,
+                  $$VALUES ('finished'::text, NULL::text, true)$$, 'workflow_end_step finished on a paused run: finished, no pause cause');
+
+DO $d$ BEGIN PERFORM pg_temp.go('cancelled_run', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('cancelled_run'), 'cancel') ->> 'status', 'cancelled',
+          'setup: the run cancelled while its step ran');
+DO $d$ BEGIN PERFORM pg_temp.mark('cancelled_run_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('cancelled_run'), 'complete', '{"out": 1}'),
+          '{"ok": false, "code": "not_allowed", "status": "cancelled"}'::jsonb,
+          'workflow_end_step on a cancelled run: not_allowed, cancelled');
+SELECT results_eq($$SELECT status, outcome, ended_at IS NOT NULL FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('cancelled_run')$$,
+                  $$VALUES ('superseded'::text, 'complete'::text, true)$$, 'workflow_end_step on a cancelled run: the attempt is superseded');
+SELECT pg_temp.mark('cancelled_run_ended', to_jsonb((pg_temp.w('cancelled_run')).ended_at));
+SELECT results_eq($$SELECT status, ended_at FROM pgbus.workflows WHERE workflow_id = pg_temp.run('cancelled_run')$$,
+                  $$VALUES ('cancelled'::text, (pg_temp.marked('cancelled_run_ended') #>> '{}')::timestamptz)$$, 'workflow_end_step on a cancelled run: the run stays cancelled');
+SELECT is(pg_temp.attempts('cancelled_run'), 'a#1:superseded', 'workflow_end_step on a cancelled run: nothing is scheduled');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('cancelled_run'), 'a'), true, 'workflow_end_step on a cancelled run: the message is archived');
+SELECT is(pg_temp.events('cancelled_run', (pg_temp.marked('cancelled_run_ev'))::bigint), 'step_completed',
+          'workflow_end_step on a cancelled run: records what the step did, no run event');
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step: bad verbs and unknown attempts.
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.go('badverb', '[{"name": "a"}]'); END $d$;
+SELECT throws_ok(format('SELECT pgbus.workflow_end_step(%s, %L)', pg_temp.cur('badverb'), 'explode'), '22023',
+                 'pgbus: ''explode'' is not a step verb', 'workflow_end_step: an unknown verb raises 22023');
+SELECT throws_ok(format('SELECT pgbus.workflow_end_step(%s, NULL)', pg_temp.cur('badverb')), '22023', NULL,
+                 'workflow_end_step: a NULL verb raises 22023');
+SELECT throws_ok(format('SELECT pgbus.workflow_end_step(%s, %L)', pg_temp.cur('badverb'), 'resume'), '22023', NULL,
+                 'workflow_end_step: an outside verb raises 22023');
+SELECT is((pg_temp.att(pg_temp.cur('badverb'))).status, 'running', 'workflow_end_step: a bad verb leaves the attempt running');
+SELECT is(pgbus.workflow_end_step(987654321, 'complete'), '{"ok": false, "code": "not_found"}'::jsonb,
+          'workflow_end_step: an unknown attempt is not_found');
+
+SELECT * FROM finish();
+ROLLBACK;
