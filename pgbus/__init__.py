@@ -4,7 +4,7 @@ from pgbus.batches import Batch, batch
 from pgbus.config import Settings, configure, settings
 from pgbus.errors import ConfigurationError, DatabaseUnreachable, PgbusError, SchemaNotReady
 from pgbus.instrumentation import subscribe
-from pgbus.jobs import Job, JobOptions, UnknownJobClass, job
+from pgbus.jobs import Job, JobOptions, UnknownJobClass, current_job, job
 from pgbus.serialization import SerializationError
 from pgbus.workflow import Workflow, on_exception, removed_step, step
 
@@ -24,6 +24,7 @@ __all__ = [
     "Workflow",
     "batch",
     "configure",
+    "current_job",
     "job",
     "on_exception",
     "removed_step",

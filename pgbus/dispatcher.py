@@ -32,14 +32,14 @@ class Duty:
 
 
 def workflow_sweep_report(result: dict[str, Any]) -> int:
-    """The sweep's answer: stalls and the gauge go out as instrumentation."""
-    for _ in range(result["stalled"]):
-        emit("pgbus.workflow.stall_detected", workflow_class="(sweep)", detection="sweep")
+    """The sweep's answer: each stall and the gauge go out as instrumentation."""
+    for stall in result["stalled"]:
+        emit("pgbus.workflow.stall_detected", **stall, detection="sweep")
     emit("pgbus.workflow.gauge", runs=result["runs"], stuck=result["stuck"])
     if result["stalled"] or result["resent"]:
         log.warning(
             "workflow sweep: %d stalled, %d lost steps sent again",
-            result["stalled"],
+            len(result["stalled"]),
             result["resent"],
         )
     return result["deleted"]
@@ -57,6 +57,15 @@ def default_duties() -> list[Duty]:
             "cleanup_job_stats",
             3600,
             lambda s: ("SELECT pgbus.cleanup_job_stats(%s)", (s.stats_retention,)),
+        ),
+        Duty(
+            "workflow_sweep",
+            settings().workflow_sweep_interval.total_seconds(),
+            lambda s: (
+                "SELECT pgbus.workflow_sweep(%s, %s, %s)",
+                (s.workflow_stall_threshold, s.workflow_stall_action, s.workflow_retention),
+            ),
+            report=workflow_sweep_report,
         ),
     ]
 

@@ -77,6 +77,17 @@ class JobTransaction:
         return conn
 
 
+# The job running on this thread (its msg_id, read_ct, job_id...); None outside a job.
+running_job: contextvars.ContextVar[Job | None] = contextvars.ContextVar(
+    "pgbus_running_job", default=None
+)
+
+
+def current_job() -> Job | None:
+    """The job running on this thread, or None: `pgbus.current_job().read_ct`."""
+    return running_job.get()
+
+
 # The transaction of the job running on this thread: enqueues from inside a job join it.
 current_transaction: contextvars.ContextVar[JobTransaction | None] = contextvars.ContextVar(
     "pgbus_current_transaction", default=None

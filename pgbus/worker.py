@@ -37,7 +37,14 @@ from pgbus.commit_hooks import run_hooks
 from pgbus.config import configure, settings
 from pgbus.db import pool
 from pgbus.instrumentation import emit, instrument
-from pgbus.jobs import Job, JobTransaction, current_transaction, job_class, retry_policy
+from pgbus.jobs import (
+    Job,
+    JobTransaction,
+    current_transaction,
+    job_class,
+    retry_policy,
+    running_job,
+)
 from pgbus.migrate import require_migration
 from pgbus.processes import ProcessRecord, orphaned
 from pgbus.reporting import report_error
@@ -335,7 +342,8 @@ class Worker:
         acknowledged_later = False
         try:
             cls = job_class(d.job_name)
-            if d.read_ct > retry_policy(cls)["max_retries"] + 1:
+            # (A workflow step's redeliveries are the stall logic's business, not this gate's.)
+            if d.step is None and d.read_ct > retry_policy(cls)["max_retries"] + 1:
                 self._dead_letter_unrun(d)
                 return
             args, kwargs = load_arguments(d.message)
@@ -365,9 +373,11 @@ class Worker:
                 with ExitStack() as stack:
                     job.transaction = JobTransaction(stack)
                     token = current_transaction.set(job.transaction)
+                    job_token = running_job.set(job)
                     try:
                         job.perform(*args, **kwargs)
                     finally:
+                        running_job.reset(job_token)
                         current_transaction.reset(token)
                     if not job.transaction.begun:
                         self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))

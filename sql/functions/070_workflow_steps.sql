@@ -78,8 +78,16 @@ DECLARE
     def pgbus.workflow_definitions;
     step jsonb;
 BEGIN
+    -- The reader holds the message's row lock; waiting for the run's lock here while an
+    -- operator or a step's end holds it and waits for the message would deadlock. So a busy
+    -- run is passed over, and its message comes back a moment later.
     SELECT * INTO run FROM pgbus.workflows w
-    WHERE w.workflow_id = (message -> 'kwargs' ->> 'workflow_id')::uuid FOR UPDATE;
+    WHERE w.workflow_id = (message -> 'kwargs' ->> 'workflow_id')::uuid FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND AND EXISTS (SELECT 1 FROM pgbus.workflows w
+                             WHERE w.workflow_id = (message -> 'kwargs' ->> 'workflow_id')::uuid) THEN
+        PERFORM pgmq.set_vt(queue, msg_id, clock_timestamp() + interval '100 milliseconds');
+        RETURN NULL;
+    END IF;
     SELECT * INTO attempt FROM pgbus.workflow_steps s
     WHERE s.step_id = (message -> 'kwargs' ->> 'step_id')::bigint;
     IF run.workflow_id IS NULL OR attempt.step_id IS NULL OR attempt.step_id IS DISTINCT FROM run.current_step_id

@@ -186,3 +186,15 @@ class Slow(pgbus.Workflow):
         self.conn.execute(
             "INSERT INTO effects (kind, key) VALUES ('work_done', %s)", (str(self.workflow_id),)
         )
+
+
+class Introspect(pgbus.Workflow):
+    """Logs from inside its step and records what the running job knows of itself."""
+
+    @step
+    def look(self):
+        import logging
+
+        logging.getLogger("tests.introspect").warning("inside the step")
+        job = pgbus.current_job()
+        self.output(msg_id=job.msg_id, read_ct=job.read_ct)
