@@ -2,8 +2,9 @@
 whose progress prints once a second.
 
 The workload: welcome mails (quick), thumbnails (slower), card charges that fail now and then
-and retry (one poison charge ends in the dead letter queue), and a nightly-report batch whose
-callback runs when its members are done.
+and retry (one poison charge ends in the dead letter queue), a nightly-report batch whose
+callback runs when its members are done; and workflows: signups that wait between steps, and
+orders whose payment step fails, pauses the run, and is resumed by the demo a moment later.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 
 import psycopg
 
@@ -27,7 +29,10 @@ pgbus.configure(
     retry_backoff_base=0.5,
     retry_backoff_max=3,
     max_retries=3,
-    workers=[{"queues": ["default"], "threads": 5}, {"queues": ["media"], "threads": 3}],
+    workers=[
+        {"queues": ["default", "workflows"], "threads": 5},
+        {"queues": ["media"], "threads": 3},
+    ],
 )
 
 
@@ -61,6 +66,40 @@ class ReportReady(pgbus.Job):
         """The batch's callback: runs once, after all four parts."""
 
 
+class SignupWorkflow(pgbus.Workflow):
+    """The README's workflow, with waits of a second instead of days."""
+
+    @pgbus.step
+    def welcome(self):
+        SendWelcome.perform_later(self.arguments["user_id"])  # commits with the step
+
+    @pgbus.step(wait=timedelta(seconds=1), skip_if=lambda wf: wf.arguments["user_id"] % 4 == 0)
+    def reminder(self):
+        self.output(reminded=self.arguments["user_id"])
+
+    @pgbus.step(wait=timedelta(seconds=1))
+    def complete(self):
+        pass
+
+
+class OrderWorkflow(pgbus.Workflow):
+    """Its payment times out on the first try: the run pauses until someone resumes it."""
+
+    @pgbus.step
+    def reserve(self):
+        self.output(reserved=True)
+
+    @pgbus.step
+    def charge(self):
+        if self.attempt == 1:
+            raise TimeoutError("payment gateway timed out")
+        self.output(charge_id=f"ch_{self.workflow_id.hex[:8]}")
+
+    @pgbus.step
+    def receipt(self):
+        SendWelcome.perform_later(0)
+
+
 def enqueue_wave(n: int) -> None:
     SendWelcome.perform_all_later([(n * 10 + i,) for i in range(10)])
     MakeThumbnail.perform_all_later([(n * 5 + i,) for i in range(5)])
@@ -69,6 +108,23 @@ def enqueue_wave(n: int) -> None:
         with pgbus.batch(on_complete=ReportReady, properties={"report": f"night-{n}"}) as b:
             for part in range(4):
                 b.add(ReportPart, part)
+    SignupWorkflow.start(user_id=n)
+    if n % 5 == 0:
+        OrderWorkflow.start(order=n)
+
+
+def resume_paused_orders(conn: psycopg.Connection) -> int:
+    """What an operator would do once the gateway is back."""
+    paused = conn.execute(
+        "SELECT workflow_id FROM pgbus.workflows WHERE status = 'paused' AND workflow_class = %s"
+        " AND updated_at < now() - interval '2 seconds'",
+        (OrderWorkflow.workflow_name,),
+    ).fetchall()
+    for (workflow_id,) in paused:
+        pgbus.workflow.WorkflowRun(workflow_id, OrderWorkflow.workflow_name).resume(
+            actor="demo", reason="gateway is back"
+        )
+    return len(paused)
 
 
 def progress(conn: psycopg.Connection) -> str:
@@ -80,13 +136,16 @@ def progress(conn: psycopg.Connection) -> str:
              (SELECT count(*) FROM pgbus.job_stats WHERE status = 'failed'),
              (SELECT count(*) FROM pgbus.job_stats WHERE status = 'dead_lettered'),
              (SELECT count(*) FROM pgbus.batches WHERE status = 'finished'),
+             (SELECT string_agg(status || ' ' || n, ', ' ORDER BY status)
+                FROM (SELECT status, count(*) AS n FROM pgbus.workflows GROUP BY status) w),
              (SELECT string_agg(kind || ' x' || n, ', ' ORDER BY kind)
                 FROM (SELECT kind, count(*) AS n FROM pgbus.processes GROUP BY kind) k)"""
     ).fetchone()
-    waiting, done, failed, dead, batches, procs = row
+    waiting, done, failed, dead, batches, workflows, procs = row
     return (
-        f"waiting {waiting} | done {done} | failed attempts {failed} | dead-lettered {dead}"
-        f" | batches finished {batches} | {procs or 'starting processes'}"
+        f"jobs: waiting {waiting}, done {done}, failed attempts {failed}, dead-lettered {dead}"
+        f" | batches finished {batches} | workflows: {workflows or 'none yet'}"
+        f" | {procs or 'starting processes'}"
     )
 
 
@@ -110,6 +169,11 @@ def run(args: argparse.Namespace) -> int:
                 if wave < 20:
                     enqueue_wave(wave)
                     wave += 1
+                resumed = resume_paused_orders(conn)
+                if resumed:
+                    print(
+                        f"  resumed {resumed} paused order workflow(s): gateway is back", flush=True
+                    )
                 print(f"[{time.monotonic() - started:5.1f}s] {progress(conn)}", flush=True)
                 time.sleep(1)
     except KeyboardInterrupt:
