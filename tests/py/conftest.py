@@ -89,3 +89,12 @@ def users(effects: psycopg.Connection) -> psycopg.Connection:
     )
     effects.execute("INSERT INTO users (id) VALUES (1), (2), (3)")
     return effects
+
+
+@pytest.fixture
+def procs() -> Iterator[list]:
+    """Real processes a test starts; stopped (then killed) at its end."""
+    started: list = []
+    yield started
+    for p in started:
+        p.stop()

@@ -130,6 +130,23 @@ def pgbus_process(*args: str, env: dict[str, str] | None = None) -> Process:
     return Process([sys.executable, "-m", "pgbus.cli", *args], env=env)
 
 
+# Settings that make worker subprocesses notice things quickly in tests.
+FAST = {"PGBUS_POLLING_INTERVAL": "0.2", "PGBUS_HEARTBEAT_INTERVAL": "0.5"}
+
+
+def worker_process(db_url: str, *extra: str, env: dict[str, str] | None = None) -> Process:
+    """`pgbus worker` with the sample jobs and workflows, against `db_url`."""
+    return pgbus_process(
+        "worker",
+        "--import",
+        "tests.py.sample_jobs",
+        "--import",
+        "tests.py.sample_workflows",
+        *extra,
+        env={"PGBUS_DATABASE_URL": db_url, **FAST, **(env or {})},
+    )
+
+
 class PrivateServer:
     """A PostgreSQL cluster of the test's own (scripts/pg on a free port), migrated; a test can
     restart it without disturbing the shared server."""

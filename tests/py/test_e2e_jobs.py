@@ -9,33 +9,21 @@ import pytest
 
 from pgbus import batches
 from tests.py.sample_jobs import OnComplete, OnDiscard, OnSuccess, Poison, Record, SlowOnFirstRun
-from tests.py.support import count_effects, pgbus_process, private_server, wait_until
+from tests.py.support import (
+    FAST,
+    count_effects,
+    pgbus_process,
+    private_server,
+    wait_until,
+    worker_process,
+)
 
 pytestmark = pytest.mark.slow
-FAST = {"PGBUS_POLLING_INTERVAL": "0.2", "PGBUS_HEARTBEAT_INTERVAL": "0.5"}
-
-
-def worker(db_url, *extra, env=None):
-    return pgbus_process(
-        "worker",
-        "--import",
-        "tests.py.sample_jobs",
-        *extra,
-        env={"PGBUS_DATABASE_URL": db_url, **FAST, **(env or {})},
-    )
-
-
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for p in started:
-        p.stop()
 
 
 def test_a_thousand_jobs_over_two_workers_run_exactly_once(db_url, effects, procs):
     Record.perform_all_later([(f"k{i}",) for i in range(1000)])
-    procs += [worker(db_url, "--threads", "4"), worker(db_url, "--threads", "4")]
+    procs += [worker_process(db_url, "--threads", "4"), worker_process(db_url, "--threads", "4")]
     wait_until(lambda: count_effects(effects, "done") == 1000, timeout=120, what="1000 jobs")
     assert effects.execute(
         "SELECT count(DISTINCT key), count(*) FROM effects WHERE kind = 'done'"
@@ -49,12 +37,12 @@ def test_a_thousand_jobs_over_two_workers_run_exactly_once(db_url, effects, proc
 def test_kill_9_mid_job_reruns_after_the_visibility_timeout(db_url, effects, procs):
     env = {"PGBUS_VISIBILITY_TIMEOUT": "2"}
     SlowOnFirstRun.perform_later("victim", 60)
-    first = worker(db_url, env=env)
+    first = worker_process(db_url, env=env)
     procs.append(first)
     wait_until(lambda: count_effects(effects, "started", "victim") == 1, what="first run")
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    procs.append(worker(db_url, env=env))
+    procs.append(worker_process(db_url, env=env))
     wait_until(lambda: count_effects(effects, "done", "victim") == 1, timeout=30, what="rerun")
     assert count_effects(effects, "started", "victim") == 2
     assert effects.execute("SELECT read_ct FROM pgmq.a_pgbus_default").fetchone()[0] == 2
@@ -65,7 +53,9 @@ def test_kill_9_mid_job_reruns_after_the_visibility_timeout(db_url, effects, pro
 def test_poison_job_dead_letters_through_a_real_worker(db_url, effects, procs):
     Poison.perform_later("p")
     procs.append(
-        worker(db_url, env={"PGBUS_RETRY_BACKOFF_BASE": "0.05", "PGBUS_RETRY_BACKOFF_MAX": "0.1"})
+        worker_process(
+            db_url, env={"PGBUS_RETRY_BACKOFF_BASE": "0.05", "PGBUS_RETRY_BACKOFF_MAX": "0.1"}
+        )
     )
     wait_until(
         lambda: effects.execute(
@@ -85,7 +75,7 @@ def test_enqueue_in_a_rolled_back_transaction_runs_nothing(db_url, effects, proc
         Record.perform_later("ghost", conn=app)
         app.rollback()
     Record.perform_later("marker")
-    procs.append(worker(db_url))
+    procs.append(worker_process(db_url))
     wait_until(lambda: count_effects(effects, "done", "marker") == 1)
     assert count_effects(effects, "done", "ghost") == 0
 
@@ -104,7 +94,7 @@ def test_batch_inside_a_transaction(db_url, effects, procs, committed):
                 b.add(Record, f"member{i}")
         app.commit() if committed else app.rollback()
     Record.perform_later("marker")
-    procs.append(worker(db_url))
+    procs.append(worker_process(db_url))
     wait_until(lambda: count_effects(effects, "done", "marker") == 1)
     if committed:
         wait_until(lambda: count_effects(effects, "on_success", "tx") == 1, what="on_success")
@@ -127,7 +117,9 @@ def test_batch_with_a_dead_lettered_member(db_url, effects, procs):
         b.add(Record, "fine")
         b.add(Poison, "bad")
     procs.append(
-        worker(db_url, env={"PGBUS_RETRY_BACKOFF_BASE": "0.05", "PGBUS_RETRY_BACKOFF_MAX": "0.1"})
+        worker_process(
+            db_url, env={"PGBUS_RETRY_BACKOFF_BASE": "0.05", "PGBUS_RETRY_BACKOFF_MAX": "0.1"}
+        )
     )
     wait_until(lambda: count_effects(effects, "on_discard", "mixed") == 1, timeout=20)
     wait_until(lambda: count_effects(effects, "on_complete", "mixed") == 1)
@@ -138,7 +130,7 @@ def test_batch_with_a_dead_lettered_member(db_url, effects, procs):
 
 def test_sigterm_lets_the_running_job_finish(db_url, effects, procs):
     SlowOnFirstRun.perform_later("drain", 2)
-    w = worker(db_url)
+    w = worker_process(db_url)
     procs.append(w)
     wait_until(lambda: count_effects(effects, "started", "drain") == 1)
     w.signal(signal.SIGTERM)
@@ -150,7 +142,7 @@ def test_sigterm_lets_the_running_job_finish(db_url, effects, procs):
 
 def test_second_signal_exits_at_once(db_url, effects, procs):
     SlowOnFirstRun.perform_later("abandon", 60)
-    w = worker(db_url)
+    w = worker_process(db_url)
     procs.append(w)
     wait_until(lambda: count_effects(effects, "started", "abandon") == 1)
     w.signal(signal.SIGTERM)
@@ -206,8 +198,8 @@ def test_postgres_restart_while_two_workers_process_a_backlog(procs):
             Record.perform_all_later([(f"k{i}",) for i in range(3000)], conn=c)
         fast = {"PGBUS_VISIBILITY_TIMEOUT": "3"}
         procs += [
-            worker(server.url, "--threads", "3", env=fast),
-            worker(server.url, "--threads", "3", env=fast),
+            worker_process(server.url, "--threads", "3", env=fast),
+            worker_process(server.url, "--threads", "3", env=fast),
         ]
 
         def done():
@@ -235,7 +227,9 @@ def test_worker_process_sends_statsd_metrics(db_url, effects, procs):
         udp.settimeout(20)
         port = udp.getsockname()[1]
         procs.append(
-            worker(db_url, env={"PGBUS_METRICS_BACKEND": "statsd", "PGBUS_STATSD_PORT": str(port)})
+            worker_process(
+                db_url, env={"PGBUS_METRICS_BACKEND": "statsd", "PGBUS_STATSD_PORT": str(port)}
+            )
         )
         Record.perform_later("measured")
         packets = []
@@ -251,7 +245,7 @@ def test_worker_process_sends_statsd_metrics(db_url, effects, procs):
 def test_sigterm_releases_jobs_read_ahead_but_not_started(db_url, effects, procs):
     SlowOnFirstRun.perform_later("running", 2)
     Record.perform_later("waiting")
-    w = worker(db_url, "--threads", "1")  # holds two: one running, one read ahead
+    w = worker_process(db_url, "--threads", "1")  # holds two: one running, one read ahead
     procs.append(w)
     wait_until(lambda: count_effects(effects, "started", "running") == 1)
     wait_until(

@@ -7,33 +7,14 @@ import psycopg
 import pytest
 
 from tests.py.sample_workflows import SignupWorkflow, Slow, ThreeSteps, User
-from tests.py.support import count_effects, pgbus_process, private_server, wait_until
-from tests.py.test_e2e_jobs import FAST
+from tests.py.support import count_effects, private_server, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
 
 
-def worker(db_url, *extra, env=None):
-    return pgbus_process(
-        "worker",
-        "--import",
-        "tests.py.sample_workflows",
-        *extra,
-        env={"PGBUS_DATABASE_URL": db_url, **FAST, **(env or {})},
-    )
-
-
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for p in started:
-        p.stop()
-
-
 def test_signup_workflow_finishes_through_a_worker(db_url, users, procs):
     run = SignupWorkflow.start(User(1), plan="pro")
-    procs.append(worker(db_url))
+    procs.append(worker_process(db_url))
     wait_until(lambda: run.status() == "finished", timeout=20, what="finished")
     assert [s["step_name"] for s in run.steps()] == ["welcome", "reminder", "complete"]
     assert all(s["worker"] and s["worker"].endswith(f":{procs[0].pid}") for s in run.steps())
@@ -41,7 +22,7 @@ def test_signup_workflow_finishes_through_a_worker(db_url, users, procs):
 
 def test_a_thousand_runs_each_step_exactly_once(db_url, users, procs):
     runs = [ThreeSteps.start(n=str(i)) for i in range(1000)]
-    procs += [worker(db_url, "--threads", "4"), worker(db_url, "--threads", "4")]
+    procs += [worker_process(db_url, "--threads", "4"), worker_process(db_url, "--threads", "4")]
 
     def finished():
         return users.execute(
@@ -65,12 +46,12 @@ def test_a_thousand_runs_each_step_exactly_once(db_url, users, procs):
 def test_kill_9_mid_step_applies_the_stall_action(db_url, users, procs):
     env = {"PGBUS_VISIBILITY_TIMEOUT": "2"}
     paused = Slow.start(seconds=60)
-    first = worker(db_url, env=env)
+    first = worker_process(db_url, env=env)
     procs.append(first)
     wait_until(lambda: count_effects(users, "work_started") == 1, what="the step started")
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    procs.append(worker(db_url, env=env))
+    procs.append(worker_process(db_url, env=env))
     wait_until(lambda: paused.status() == "paused", timeout=20, what="stall -> paused")
     row = paused.row()
     assert row["pause_cause"] == "stall"
@@ -85,12 +66,12 @@ def test_kill_9_mid_step_applies_the_stall_action(db_url, users, procs):
     procs[-1].stop()
     reattempted = Slow.start(seconds=60)
     env = {**env, "PGBUS_WORKFLOW_STALL_ACTION": "reattempt"}
-    killed = worker(db_url, env=env)
+    killed = worker_process(db_url, env=env)
     procs.append(killed)
     wait_until(lambda: count_effects(users, "work_started") == 2)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
-    procs.append(worker(db_url, env=env))
+    procs.append(worker_process(db_url, env=env))
     wait_until(
         lambda: reattempted.status() == "finished", timeout=30, what="reattempted -> finished"
     )
@@ -102,7 +83,7 @@ def test_start_in_a_rolled_back_transaction_runs_nothing(db_url, users, procs):
         ThreeSteps.start(n="ghost", conn=app)
         app.rollback()
     marker = ThreeSteps.start(n="marker")
-    procs.append(worker(db_url))
+    procs.append(worker_process(db_url))
     wait_until(lambda: marker.status() == "finished", timeout=20)
     assert users.execute("SELECT count(*) FROM pgbus.workflows").fetchone()[0] == 1
     assert count_effects(users, "one", "ghost") == 0
@@ -121,8 +102,8 @@ def test_postgres_restart_mid_load(procs):
                 ThreeSteps.start(n=str(i))
             fast = {"PGBUS_VISIBILITY_TIMEOUT": "3", "PGBUS_WORKFLOW_STALL_ACTION": "reattempt"}
             procs += [
-                worker(server.url, "--threads", "3", env=fast),
-                worker(server.url, "--threads", "3", env=fast),
+                worker_process(server.url, "--threads", "3", env=fast),
+                worker_process(server.url, "--threads", "3", env=fast),
             ]
 
             def finished():
