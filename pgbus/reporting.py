@@ -6,12 +6,60 @@ pgbus.configure(error_reporters=[lambda exc, context: sentry_sdk.capture_excepti
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import sysconfig
+import traceback
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 from pgbus.config import settings
 
 log = logging.getLogger("pgbus")
+
+# Frames from these are left out of a step's backtrace: pgbus itself, installed packages and the
+# standard library; what stays is the application's own code.
+_LIBRARY_DIRS = (
+    str(Path(__file__).resolve().parent),
+    *{str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("purelib", "platlib", "stdlib")},
+)
+
+
+def error_record(exc: BaseException, backtrace_lines: int) -> dict[str, Any]:
+    """Class, message, the backtrace of the application's own frames (capped), the cause
+    chain, where it ran."""
+
+    def name(e: BaseException) -> str:
+        cls = type(e)
+        return (
+            cls.__qualname__
+            if cls.__module__ == "builtins"
+            else f"{cls.__module__}.{cls.__qualname__}"
+        )
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [
+        f for f in frames if not f.filename.startswith(_LIBRARY_DIRS) and f.filename.endswith(".py")
+    ]
+    lines = (
+        [f"{f.filename}:{f.lineno} in {f.name}" for f in own or frames][-backtrace_lines:]
+        if backtrace_lines
+        else []
+    )
+    causes, seen, cause = [], {id(exc)}, exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        causes.append({"class": name(cause), "message": str(cause)[:2000]})
+        cause = cause.__cause__ or cause.__context__
+    return {
+        "class": name(exc),
+        "message": str(exc)[:4000],
+        "backtrace": lines,
+        "causes": causes,
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "app_revision": settings().revision(),
+    }
 
 
 def report_error(exc: BaseException, context: dict[str, Any] | None = None) -> None:

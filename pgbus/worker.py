@@ -22,7 +22,6 @@ import signal
 import socket
 import threading
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -47,7 +46,7 @@ from pgbus.jobs import (
 )
 from pgbus.migrate import require_migration
 from pgbus.processes import ProcessRecord, orphaned
-from pgbus.reporting import report_error
+from pgbus.reporting import error_record, report_error
 from pgbus.serialization import load_arguments
 
 log = logging.getLogger("pgbus.worker")
@@ -88,18 +87,6 @@ class Delivery:
             "read_ct": self.read_ct,
             "job_id": self.message.get("job_id"),
         }
-
-
-def error_record(exc: BaseException) -> dict[str, str]:
-    cls = type(exc)
-    lines = traceback.format_exception(exc)
-    return {
-        "class": cls.__qualname__
-        if cls.__module__ == "builtins"
-        else f"{cls.__module__}.{cls.__qualname__}",
-        "message": str(exc)[:4000],
-        "backtrace": "".join(lines[-BACKTRACE_LINES:]),
-    }
 
 
 class Worker:
@@ -488,7 +475,7 @@ class Worker:
         with self._lock:
             self.failed += 1
         report_error(exc, {"action": "execute_job", **d.context()})
-        error = error_record(exc)
+        error = error_record(exc, BACKTRACE_LINES)
         try:
             with pool().connection() as c:
                 outcome = c.execute(

@@ -13,14 +13,9 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import logging
-import os
-import socket
-import sysconfig
 import time
-import traceback
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -30,18 +25,12 @@ import pgbus
 from pgbus.config import settings
 from pgbus.instrumentation import emit
 from pgbus.jobs import Job, JobTransaction, current_transaction
-from pgbus.reporting import report_error
+from pgbus.reporting import error_record, report_error
 from pgbus.workflow.base import StepVerb, Workflow, encode_payload, workflow_class
 from pgbus.workflow.definition import ExceptionPolicy, RemovedStep, StepSpec
 from pgbus.workflow.errors import StepBeginFailed, StepNotDefined
 
 log = logging.getLogger("pgbus.workflow")
-# Frames from these are left out of a step's backtrace: pgbus itself, installed packages and the
-# standard library; what stays is the application's own code.
-_LIBRARY_DIRS = (
-    str(Path(pgbus.__file__).resolve().parent),
-    *{str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("purelib", "platlib", "stdlib")},
-)
 
 # The step running on this thread ({workflow_id, workflow_class, step, attempt}), for logs.
 current_step: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -97,41 +86,6 @@ class BodyTransaction:
             )
 
 
-def error_record(exc: BaseException) -> dict[str, Any]:
-    """Class, message, the backtrace of the application's own frames (capped), the cause
-    chain, where it ran."""
-
-    def name(e: BaseException) -> str:
-        cls = type(e)
-        return (
-            cls.__qualname__
-            if cls.__module__ == "builtins"
-            else f"{cls.__module__}.{cls.__qualname__}"
-        )
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    own = [
-        f for f in frames if not f.filename.startswith(_LIBRARY_DIRS) and f.filename.endswith(".py")
-    ]
-    limit = settings().workflow_error_backtrace_lines
-    lines = (
-        [f"{f.filename}:{f.lineno} in {f.name}" for f in own or frames][-limit:] if limit else []
-    )
-    causes, seen, cause = [], {id(exc)}, exc.__cause__ or exc.__context__
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        causes.append({"class": name(cause), "message": str(cause)[:2000]})
-        cause = cause.__cause__ or cause.__context__
-    return {
-        "class": name(exc),
-        "message": str(exc)[:4000],
-        "backtrace": lines,
-        "causes": causes,
-        "worker": f"{socket.gethostname()}:{os.getpid()}",
-        "app_revision": settings().revision(),
-    }
-
-
 def decide(
     wf_cls: type[Workflow], spec: StepSpec | None, wf: Workflow | None, exc: Exception, attempt: int
 ) -> Outcome:
@@ -141,7 +95,9 @@ def decide(
         wf_cls.exception_policies
     )
     policy = next((p for p in policies if p.matches(exc)), None)
-    outcome = Outcome("pause", error=error_record(exc), exception=exc)
+    outcome = Outcome(
+        "pause", error=error_record(exc, settings().workflow_error_backtrace_lines), exception=exc
+    )
     if policy is None:
         return outcome
     outcome.report = policy.report
@@ -172,7 +128,11 @@ def run_body(wf_cls: type[Workflow], context: dict[str, Any], outer: JobTransact
         exc = StepNotDefined(
             f"{wf_cls.workflow_name} step {context['step_name']} {kind} in this code"
         )
-        return Outcome("pause", error=error_record(exc), exception=exc)
+        return Outcome(
+            "pause",
+            error=error_record(exc, settings().workflow_error_backtrace_lines),
+            exception=exc,
+        )
     wf = wf_cls()
     body_tx = BodyTransaction(outer)
     wf._begin(context, body_tx)
@@ -229,7 +189,11 @@ class StepJob(Job):
                     workflow_class(context["workflow_class"]), context, self.transaction
                 )
             except Exception as exc:  # an unknown class, a payload too large, a broken hook
-                outcome = Outcome("pause", error=error_record(exc), exception=exc)
+                outcome = Outcome(
+                    "pause",
+                    error=error_record(exc, settings().workflow_error_backtrace_lines),
+                    exception=exc,
+                )
             result = self.conn.execute(
                 "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s)",
                 (

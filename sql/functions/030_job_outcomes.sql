@@ -127,7 +127,8 @@ $$;
 -- Failure: with retries left, record the error and hide the message for the backoff delay
 -- ('retry'); with none left ('max_retries' retries after the first attempt), dead-letter it
 -- ('dead_lettered'); 'gone' when the message no longer exists.
--- error = {"class", "message", "backtrace"}; policy = {"max_retries", "backoff_base",
+-- error = {"class", "message", "backtrace" (text, or a list of frames), ...};
+-- policy = {"max_retries", "backoff_base",
 -- "backoff_max" (seconds), "jitter" (fraction)}.
 CREATE OR REPLACE FUNCTION pgbus.job_failed(
     queue text, msg_id bigint, error jsonb, policy jsonb, duration_ms integer DEFAULT 0,
@@ -158,7 +159,11 @@ BEGIN
     INSERT INTO pgbus.job_failures AS f
         (queue_name, msg_id, job_class, error_class, error_message, backtrace, read_ct)
     VALUES (queue, msg_id, m.message ->> 'job_class', coalesce(error ->> 'class', 'Error'),
-            coalesce(error ->> 'message', ''), error ->> 'backtrace', m.read_ct)
+            coalesce(error ->> 'message', ''),
+            CASE jsonb_typeof(error -> 'backtrace')  -- a list of frames, or already text
+                WHEN 'array' THEN (SELECT string_agg(f, E'\n') FROM jsonb_array_elements_text(error -> 'backtrace') f)
+                ELSE error ->> 'backtrace' END,
+            m.read_ct)
     ON CONFLICT ON CONSTRAINT job_failures_pkey DO UPDATE
         SET error_class = excluded.error_class, error_message = excluded.error_message,
             backtrace = excluded.backtrace, read_ct = excluded.read_ct, failed_at = now();

@@ -2,7 +2,7 @@
 -- pgbus.lock_message, record_job_stat, job_succeeded, jobs_succeeded, dead_letter, job_failed.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(231);
+SELECT plan(233);
 
 -- Scratch space (dropped by the ROLLBACK).
 CREATE TEMP TABLE t_ids (name text PRIMARY KEY, id bigint);
@@ -625,6 +625,17 @@ SELECT throws_ok($$SELECT pgbus.job_failed('t_outcomes_fb', 1, '{}', '{"backoff_
                  NULL, 'job_failed: a policy without max_retries is refused');
 SELECT throws_ok($$SELECT pgbus.job_failed('t_outcomes_fb', 1, '{}', NULL)$$, '22023',
                  NULL, 'job_failed: a NULL policy is refused');
+
+-- A backtrace given as a list of frames is kept as lines of text.
+SELECT pgbus.ensure_queue('t_outcomes_bt');
+SELECT pgmq.send('t_outcomes_bt', '{"job_class": "Bt"}');
+SELECT pgmq.read('t_outcomes_bt', 30, 1);
+SELECT is(pgbus.job_failed('t_outcomes_bt', (SELECT max(msg_id) FROM pgmq.q_t_outcomes_bt),
+                           '{"class": "E", "message": "m", "backtrace": ["a.py:1 in f", "b.py:2 in g"]}',
+                           '{"max_retries": 3, "backoff_base": 1, "backoff_max": 1, "jitter": 0}'),
+          'retry', 'job_failed: a failure with a list backtrace is retried');
+SELECT is((SELECT backtrace FROM pgbus.job_failures WHERE queue_name = 't_outcomes_bt'),
+          E'a.py:1 in f\nb.py:2 in g', 'job_failed: a list backtrace is stored one frame per line');
 
 SELECT * FROM finish();
 ROLLBACK;
