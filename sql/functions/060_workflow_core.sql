@@ -18,7 +18,10 @@ BEGIN
         RAISE EXCEPTION 'pgbus: workflow steps are [{"name": ...}, ...], got %', steps
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM pgbus.check_queue_name(queue);
+    -- Every queue its steps use exists from now on, so scheduling a step can send right away.
+    PERFORM pgbus.ensure_queue(q)
+    FROM (SELECT queue AS q UNION SELECT s ->> 'queue' FROM jsonb_array_elements(steps) s
+          WHERE s ? 'queue') AS queues;
     INSERT INTO pgbus.workflow_definitions AS d (workflow_class, steps, removed_steps, digest, queue)
     VALUES (workflow_class, steps, coalesce(removed_steps, '{}'), digest, queue)
     ON CONFLICT ON CONSTRAINT workflow_definitions_pkey DO UPDATE
@@ -84,20 +87,24 @@ DECLARE
                            (SELECT d.queue FROM pgbus.workflow_definitions d
                             WHERE d.workflow_class = run.workflow_class));
     attempt_no integer;
-    id bigint;
+    -- The id first, so the message can name it and the row is written once.
+    id bigint := nextval(pg_get_serial_sequence('pgbus.workflow_steps', 'step_id'));
     msg bigint;
 BEGIN
     SELECT coalesce(max(s.attempt), 0) + 1 INTO attempt_no
     FROM pgbus.workflow_steps s WHERE s.workflow_id = run.workflow_id AND s.step_name = step ->> 'name';
-    INSERT INTO pgbus.workflow_steps (workflow_id, step_name, attempt, queue, scheduled_at, timeout)
-    VALUES (run.workflow_id, step ->> 'name', attempt_no, queue, at,
-            make_interval(secs => (step ->> 'timeout')::float8))
-    RETURNING step_id INTO id;
-    SELECT e INTO msg FROM pgbus.enqueue(
-        queue, pgbus.step_job_class(),
-        ARRAY[jsonb_build_object('kwargs', jsonb_build_object('workflow_id', run.workflow_id, 'step_id', id))],
-        CASE WHEN at > clock_timestamp() THEN at END) AS e;
-    UPDATE pgbus.workflow_steps SET msg_id = msg WHERE step_id = id;
+    -- The queue exists (workflow_register created it): send straight to PGMQ.
+    msg := pgmq.send(queue,
+                     pgbus.job_envelope(queue, pgbus.step_job_class(),
+                                        jsonb_build_object('kwargs', jsonb_build_object(
+                                            'workflow_id', run.workflow_id, 'step_id', id)),
+                                        CASE WHEN at > clock_timestamp() THEN at END, NULL),
+                     greatest(at, clock_timestamp()));
+    INSERT INTO pgbus.workflow_steps (step_id, workflow_id, step_name, attempt, queue, msg_id,
+                                      scheduled_at, timeout)
+    OVERRIDING SYSTEM VALUE
+    VALUES (id, run.workflow_id, step ->> 'name', attempt_no, queue, msg, at,
+            make_interval(secs => (step ->> 'timeout')::float8));
     UPDATE pgbus.workflows
     SET status = 'ready', pause_cause = NULL, current_step = step ->> 'name', current_step_id = id,
         updated_at = now()
