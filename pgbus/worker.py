@@ -96,6 +96,7 @@ class Worker:
         self.read_queues = queues.read_order(queue_names)
         self.threads = threads
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        self.revision = settings().revision()  # a process's code does not change while it runs
         # Messages held at once: one running per thread plus one waiting per thread, so a
         # thread that finishes finds its next job without a round trip to the database.
         self.capacity = 2 * threads
@@ -241,7 +242,7 @@ class Worker:
                         self.vt,
                         qty,
                         self.identity,
-                        settings().revision(),
+                        self.revision,
                         settings().workflow_stall_action,
                     ),
                 )
