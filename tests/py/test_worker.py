@@ -70,7 +70,9 @@ def test_poison_job_retries_with_backoff_then_dead_letters(effects, events):
     dead = headers["pgbus_dead_letter"]
     assert dead["queue"] == "pgbus_default" and dead["read_ct"] == 3
     assert dead["error"]["class"] == "ValueError" and dead["error"]["message"] == "poison p1"
-    assert any("sample_jobs.py" in frame and "in perform" in frame for frame in dead["error"]["backtrace"])
+    assert any(
+        "sample_jobs.py" in frame and "in perform" in frame for frame in dead["error"]["backtrace"]
+    )
     assert not any("/pgbus/" in frame for frame in dead["error"]["backtrace"])
     assert effects.execute("SELECT count(*) FROM pgbus.job_failures").fetchone()[0] == 0
     names = [n for n, _ in events]
