@@ -45,6 +45,8 @@ RUNNER_VERBS = ("complete", "skip", "reattempt", "pause", "cancel", "finished")
 # The worker's verb, drawn with complete weighted up so that runs get to their end.
 WORKER_VERBS = ("complete", "complete", "complete", *RUNNER_VERBS)
 OUTSIDE_VERBS = ("pause", "cancel", "resume", "resume_at", "run_now", "reschedule", "rerun")
+# What an operator says to a run just before its worker ends or dies (None: nothing).
+OPERATOR_FIRST = (None, None, "pause", "pause", "cancel")
 STALL_ACTIONS = ("pause", "reattempt", "cancel")
 # Events that set a run's status; the others (step ends, stall_detected, rescheduling, rerun)
 # leave it to the event that follows in the same transaction, or leave it as it is.
@@ -449,8 +451,12 @@ class WorkflowMachine(RuleBasedStateMachine):
         verb=st.sampled_from(WORKER_VERBS),
         failed=st.booleans(),
         wait=st.sampled_from([None, timedelta(0), timedelta(hours=1)]),
+        operator_first=st.sampled_from(OPERATOR_FIRST),
     )
-    def worker_ends(self, sid, verb, failed, wait):
+    def worker_ends(self, sid, verb, failed, wait, operator_first):
+        """The worker ends its step with a verb (an error: an exception policy decided it);
+        `operator_first`: an operator said this verb to the run just before, while it ran."""
+        self.operator_acts_first(sid, operator_first)
         self.end(sid, verb, failed, wait)
         return sid
 
@@ -464,9 +470,15 @@ class WorkflowMachine(RuleBasedStateMachine):
         """A worker given up for dead (or ending twice) says its verb after all."""
         self.end(sid, verb, failed, wait)
 
-    @rule(target=released, sid=consumes(held), action=st.sampled_from(STALL_ACTIONS))
-    def worker_dies(self, sid, action):
+    @rule(
+        target=released,
+        sid=consumes(held),
+        action=st.sampled_from(STALL_ACTIONS),
+        operator_first=st.sampled_from(OPERATOR_FIRST),
+    )
+    def worker_dies(self, sid, action, operator_first):
         """The worker's process is gone: its message becomes visible again and is read."""
+        self.operator_acts_first(sid, operator_first)
         before = self.snapshot()
         msg_id = before.attempts[sid]["msg_id"]
         with self.conn.transaction():
@@ -507,16 +519,6 @@ class WorkflowMachine(RuleBasedStateMachine):
         verb = data.draw(st.sampled_from(legal if pick == "legal" else OUTSIDE_VERBS), "verb")
         return multiple(*self.command(wf, verb, step, at))
 
-    @rule(
-        sid=held,
-        verb=st.sampled_from(["pause", "pause", "cancel", "resume", "resume_at"]),
-        step=st.sampled_from(STEPS),
-    )
-    def operator_while_step_runs(self, sid, verb, step):
-        """An outside verb on the run of an attempt a worker holds (may be over by now)."""
-        wf = self.one("SELECT workflow_id FROM pgbus.workflow_steps WHERE step_id = %s", (sid,))
-        self.command(wf, verb, step, "past")
-
     @precondition(lambda self: "paused" in self.statuses.values())
     @rule(
         data=st.data(),
@@ -528,6 +530,11 @@ class WorkflowMachine(RuleBasedStateMachine):
         paused = [i for i, wf in enumerate(self.run_ids) if self.statuses.get(wf) == "paused"]
         i = data.draw(st.sampled_from(paused), "i, the run runs_i")
         self.command(self.run_ids[i], verb, step, "past")
+
+    def operator_acts_first(self, sid: int, verb: str | None) -> None:
+        if verb is not None:
+            wf = self.one("SELECT workflow_id FROM pgbus.workflow_steps WHERE step_id = %s", (sid,))
+            self.command(wf, verb, "a", "past")
 
     def command(self, wf: UUID, verb: str, step: str, at: str) -> list[UUID]:
         """pgbus.workflow_command by an operator, checked; returns the run a rerun started."""
