@@ -327,6 +327,8 @@ class WorkflowMachine(RuleBasedStateMachine):
 
     def end(self, sid: int, verb: str, failed: bool, wait: timedelta | None) -> None:
         """pgbus.workflow_end_step by the attempt's worker, checked."""
+        # An error comes with the verb an exception policy chose, as the runner sends it.
+        failed = failed and verb in ("pause", "reattempt", "cancel", "skip")
         before = self.snapshot()
         att = before.attempts[sid]
         wf = att["workflow_id"]
