@@ -6,7 +6,7 @@ from pgbus.errors import ConfigurationError, DatabaseUnreachable, PgbusError, Sc
 from pgbus.instrumentation import subscribe
 from pgbus.jobs import Job, JobOptions, UnknownJobClass, current_job, job
 from pgbus.serialization import SerializationError
-from pgbus.workflow import Workflow, on_exception, removed_step, step
+from pgbus.workflow import SignalMatcher, Workflow, fan_out, on_exception, removed_step, step
 
 __version__ = "0.1.0"
 
@@ -20,11 +20,13 @@ __all__ = [
     "SchemaNotReady",
     "SerializationError",
     "Settings",
+    "SignalMatcher",
     "UnknownJobClass",
     "Workflow",
     "batch",
     "configure",
     "current_job",
+    "fan_out",
     "job",
     "on_exception",
     "removed_step",

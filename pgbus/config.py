@@ -153,6 +153,9 @@ class Settings:
     workflow_stall_threshold: timedelta = _setting(timedelta(minutes=15), _positive_duration)
     workflow_stall_action: str = _setting("pause", _choice("pause", "reattempt", "cancel"))
     workflow_overdue_after: timedelta = _setting(timedelta(minutes=5), _positive_duration)
+    workflow_waiting_visibility_threshold: timedelta = _setting(
+        timedelta(days=7), _positive_duration
+    )
     workflow_max_payload_size: int = _setting(65536, _int_at_least(256))
     workflow_error_backtrace_lines: int = _setting(30, _int_at_least(0))
     app_revision: str | None = _setting(None, _optional_text)

@@ -35,12 +35,16 @@ def workflow_sweep_report(result: dict[str, Any]) -> int:
     """The sweep's answer: each stall and the gauge go out as instrumentation."""
     for stall in result["stalled"]:
         emit("pgbus.workflow.stall_detected", **stall, detection="sweep")
+    for timeout in result["timed_out"]:
+        emit("pgbus.workflow.wait_timed_out", **timeout)
     emit("pgbus.workflow.gauge", runs=result["runs"], stuck=result["stuck"])
-    if result["stalled"] or result["resent"]:
+    if result["stalled"] or result["resent"] or result["resolved"]:
         log.warning(
-            "workflow sweep: %d stalled, %d lost steps sent again",
+            "workflow sweep: %d stalled, %d lost steps sent again, %d fan-outs resolved"
+            " without their callback",
             len(result["stalled"]),
             result["resent"],
+            result["resolved"],
         )
     return result["deleted"]
 
@@ -62,8 +66,15 @@ def default_duties() -> list[Duty]:
             "workflow_sweep",
             settings().workflow_sweep_interval.total_seconds(),
             lambda s: (
-                "SELECT pgbus.workflow_sweep(%s, %s, %s)",
-                (s.workflow_stall_threshold, s.workflow_stall_action, s.workflow_retention),
+                "SELECT pgbus.workflow_sweep(%s, %s, %s, overdue_after => %s,"
+                " waiting_threshold => %s)",
+                (
+                    s.workflow_stall_threshold,
+                    s.workflow_stall_action,
+                    s.workflow_retention,
+                    s.workflow_overdue_after,
+                    s.workflow_waiting_visibility_threshold,
+                ),
             ),
             report=workflow_sweep_report,
         ),

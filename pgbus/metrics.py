@@ -205,6 +205,10 @@ HANDLERS: dict[str, Handler] = {
     "pgbus.workflow.stall_detected": _workflow_count(
         "pgbus_workflow_stalls_total", "step", "detection"
     ),
+    "pgbus.workflow.signal": _workflow_count("pgbus_workflow_signals_total", "name"),
+    "pgbus.workflow.wait_timed_out": _workflow_count(
+        "pgbus_workflow_wait_timeouts_total", "step", "action"
+    ),
     "pgbus.workflow.gauge": _workflow_gauge,
     "pgbus.executor.execute": _job_duration,
     "pgbus.job_completed": _job_count("processed"),

@@ -2,33 +2,58 @@
 declares workflows, runs their step bodies and wraps the outside verbs."""
 
 from pgbus.workflow.base import StepVerb, Workflow, workflow_class
-from pgbus.workflow.definition import ExceptionPolicy, on_exception, removed_step, step
+from pgbus.workflow.definition import (
+    ExceptionPolicy,
+    FanOut,
+    Signal,
+    SignalMatcher,
+    fan_out,
+    on_exception,
+    removed_step,
+    step,
+)
 from pgbus.workflow.errors import (
     AlreadyRunning,
+    FanOutBatchGone,
+    FanOutFailed,
+    NoOngoingRun,
     PayloadTooLarge,
     StepNotDefined,
     SubjectNotRegistered,
     UnknownWorkflow,
+    WaitingStepsUnmigrated,
+    WaitTimedOut,
     WorkflowRefused,
 )
-from pgbus.workflow.runner import StepJob, StepLogFilter
-from pgbus.workflow.runs import Event, WorkflowRun
+from pgbus.workflow.runner import BatchFinishedJob, StepJob, StepLogFilter
+from pgbus.workflow.runs import Event, SignalDelivery, WorkflowRun
 from pgbus.workflow.subjects import register_subject
 
 __all__ = [
     "AlreadyRunning",
+    "BatchFinishedJob",
     "Event",
     "ExceptionPolicy",
+    "FanOut",
+    "FanOutBatchGone",
+    "FanOutFailed",
+    "NoOngoingRun",
     "PayloadTooLarge",
+    "Signal",
+    "SignalDelivery",
+    "SignalMatcher",
     "StepJob",
     "StepLogFilter",
     "StepNotDefined",
     "StepVerb",
     "SubjectNotRegistered",
     "UnknownWorkflow",
+    "WaitTimedOut",
+    "WaitingStepsUnmigrated",
     "Workflow",
     "WorkflowRefused",
     "WorkflowRun",
+    "fan_out",
     "on_exception",
     "register_subject",
     "removed_step",

@@ -7,7 +7,6 @@ class declares the steps and runs their bodies.
 
 from __future__ import annotations
 
-import json
 import types
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -21,21 +20,30 @@ from psycopg.types.json import Jsonb
 from pgbus import queues
 from pgbus.config import settings
 from pgbus.db import atomic
+from pgbus.errors import SchemaNotReady
 from pgbus.jobs import connection
 from pgbus.migrate import require_migration
-from pgbus.serialization import dump_arguments, load_arguments
 from pgbus.workflow import subjects
 from pgbus.workflow.definition import (
     ExceptionPolicy,
     RemovedStep,
+    Signal,
     StepSpec,
     collect_steps,
     definition_payload,
 )
-from pgbus.workflow.errors import AlreadyRunning, PayloadTooLarge, UnknownWorkflow
-from pgbus.workflow.runs import WorkflowRun
+from pgbus.workflow.errors import (
+    AlreadyRunning,
+    NoOngoingRun,
+    UnknownWorkflow,
+    WaitingStepsUnmigrated,
+    WorkflowRefused,
+)
+from pgbus.workflow.payloads import decode_payload, encode_payload
+from pgbus.workflow.runs import SignalDelivery, WorkflowRun
 
 WORKFLOWS_MIGRATION = "0003_workflows"
+WAITING_STEPS_MIGRATION = "0005_waiting_steps"
 _registry: dict[str, type[Workflow]] = {}
 _registered: set[tuple[str, str, str]] = set()  # (database, class, digest) this process wrote
 
@@ -59,20 +67,6 @@ def workflow_class(name: str) -> type[Workflow]:
         raise UnknownWorkflow(
             f"unknown workflow class {name!r}: import its module in the worker (pgbus start --import {module})"
         ) from None
-
-
-def encode_payload(values: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """Values as stored JSON, refused when larger than workflow_max_payload_size."""
-    encoded = dump_arguments((), dict(values))["kwargs"]
-    size = len(json.dumps(encoded).encode())
-    limit = settings().workflow_max_payload_size
-    if size > limit:
-        raise PayloadTooLarge(f"{what} are {size} bytes; workflow_max_payload_size is {limit}")
-    return encoded
-
-
-def decode_payload(stored: dict[str, Any] | None) -> dict[str, Any]:
-    return load_arguments({"kwargs": stored or {}})[1]
 
 
 class Workflow:
@@ -125,6 +119,11 @@ class Workflow:
         if key in _registered:
             return
         require_migration(conn, WORKFLOWS_MIGRATION)
+        if any(isinstance(s, StepSpec) and s.waits for s in cls.steps):
+            try:
+                require_migration(conn, WAITING_STEPS_MIGRATION)
+            except SchemaNotReady:
+                raise WaitingStepsUnmigrated(WAITING_STEPS_MIGRATION) from None
         conn.execute(
             "SELECT pgbus.workflow_register(%s, %s, %s, %s, %s)",
             (
@@ -175,6 +174,56 @@ class Workflow:
         return WorkflowRun(workflow_id, cls.workflow_name, duplicate_start=duplicate)
 
     @classmethod
+    def signal(
+        cls,
+        subject: Any,
+        name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        missing: str = "raise",
+        conn: psycopg.Connection | None = None,
+    ) -> SignalDelivery | None:
+        """Delivers a signal to the subject's ongoing run of this class. With none, raises
+        NoOngoingRun (`missing="raise"`) or returns None (`missing="ignore"`)."""
+        if missing not in ("raise", "ignore"):
+            raise ValueError(f"missing is 'raise' or 'ignore', got {missing!r}")
+        subject_type, subject_id = subjects.identify(subject) or (None, None)
+        if subject_id is None:
+            raise ValueError(
+                "signal by subject needs a subject; use run.signal for subject-less runs"
+            )
+        with connection(conn) as c:
+            row = c.execute(
+                "SELECT workflow_id FROM pgbus.workflows WHERE workflow_class = %s"
+                " AND subject_type = %s AND subject_id = %s AND ended_at IS NULL",
+                (cls.workflow_name, subject_type, subject_id),
+            ).fetchone()
+            if row is None:
+                if missing == "ignore":
+                    return None
+                raise NoOngoingRun(
+                    f"{cls.workflow_name} has no ongoing run for {subject_type} {subject_id}"
+                )
+            try:
+                return WorkflowRun(row[0], cls.workflow_name).signal(
+                    name,
+                    payload,
+                    idempotency_key=idempotency_key,
+                    actor=actor,
+                    reason=reason,
+                    conn=c,
+                )
+            except WorkflowRefused as refused:
+                if refused.status not in ("finished", "cancelled"):
+                    raise
+                if missing == "ignore":  # it ended a moment ago
+                    return None
+                raise NoOngoingRun(f"{cls.workflow_name}'s run {row[0]} has just ended") from None
+
+    @classmethod
     def find(
         cls, workflow_id: UUID | str, conn: psycopg.Connection | None = None
     ) -> WorkflowRun | None:
@@ -197,6 +246,8 @@ class Workflow:
         self._outputs: dict[str, Any] = {}
         self._subject_loaded = False
         self._subject: Any = None
+        self.received_signal: Signal | None = None
+        self.timed_out = bool(context.get("timed_out"))
 
     @property
     def arguments(self) -> Mapping[str, Any]:

@@ -16,6 +16,15 @@
         audit = step(lambda wf: wf.output(ok=True))                 # an anonymous body
         legacy = removed_step()                                     # a gravestone
 
+        @step(wait_for="payment_confirmed", wait_timeout=timedelta(days=2), on_timeout="pause")
+        def capture(self):                                          # a signal gate
+            charge(self.received_signal.payload["amount"])
+
+        @fan_out(on_batch_failure="pause")
+        def notify_vendors(self, b):                                # one batch of jobs
+            for vendor in self.arguments["vendors"]:
+                b.add(NotifyVendor, vendor)
+
 Steps run in the order they are declared (a subclass's after its base's).
 """
 
@@ -25,14 +34,19 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from pgbus import queues
 from pgbus.config import settings
+from pgbus.jobs import Job, JobOptions
+from pgbus.serialization import dump_arguments
 
 VERBS = ("pause", "reattempt", "cancel", "skip")
+TIMEOUT_ACTIONS = ("pause", "cancel", "skip", "run")
+BATCH_FAILURE_ACTIONS = ("pause", "cancel", "skip")
+ANY_SIGNAL = "*"  # what a gate with a matcher that names no signal waits for
 
 
 def _seconds(value: timedelta | float | None, what: str) -> float | None:
@@ -99,8 +113,56 @@ def on_exception(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Signal:
+    """A signal a step took: `received_signal` inside the step."""
+
+    signal_id: int
+    name: str
+    payload: Mapping[str, Any]
+    idempotency_key: str | None
+    created_at: str
+
+
+class SignalMatcher:
+    """Narrows what a gate takes: `SignalMatcher("shipped", lambda payload: payload["full"])`.
+    Any object with `matches(signal)` works too; give it a `name` so that only signals of that
+    name wake the step (without one, every signal does)."""
+
+    def __init__(self, name: str, predicate: Callable[[Mapping[str, Any]], bool] | None = None):
+        self.name = name
+        self.predicate = predicate
+
+    def matches(self, signal: Signal) -> bool:
+        return signal.name == self.name and (
+            self.predicate is None or bool(self.predicate(signal.payload))
+        )
+
+    def __repr__(self) -> str:
+        return f"SignalMatcher({self.name!r})"
+
+
+def _gate(wait_for: Any) -> tuple[str, Any]:
+    """The signal name SQL waits for, and the matcher Python checks."""
+    if isinstance(wait_for, str):
+        if not wait_for.strip() or len(wait_for) > 255:
+            raise ValueError("wait_for names a signal of 1 to 255 characters")
+        return wait_for, SignalMatcher(wait_for)
+    if not callable(getattr(wait_for, "matches", None)):
+        raise ValueError(
+            f"wait_for takes a signal name, a SignalMatcher or an object with matches(signal), got {wait_for!r}"
+        )
+    name = getattr(wait_for, "name", None)
+    return (name if isinstance(name, str) and name.strip() else ANY_SIGNAL), wait_for
+
+
 class StepSpec:
-    """A declared step: a body (a function of the workflow, or a method's name) and options."""
+    """A declared step: a body (a function of the workflow, or a method's name) and options.
+    `wait_for` makes it a signal gate: it parks until a signal it matches arrives;
+    `wait_timeout` bounds that wait and `on_timeout` (pause, cancel, skip or run) says what
+    happens then."""
+
+    fan_out = False
 
     def __init__(
         self,
@@ -112,6 +174,9 @@ class StepSpec:
         timeout: timedelta | float | None = None,
         job_options: dict[str, Any] | None = None,
         on_exception: Sequence[ExceptionPolicy] = (),
+        wait_for: Any = None,
+        wait_timeout: timedelta | float | None = None,
+        on_timeout: str = "pause",
     ) -> None:
         self.body = body
         self.name = name or (
@@ -126,27 +191,105 @@ class StepSpec:
         if set(self.job_options) - {"queue", "priority"}:
             raise ValueError("job_options takes 'queue' and 'priority'")
         self.policies = tuple(on_exception)
+        self.signal_name, self.matcher = _gate(wait_for) if wait_for is not None else (None, None)
+        self.wait_timeout = _seconds(wait_timeout, "wait_timeout")
+        if on_timeout not in TIMEOUT_ACTIONS:
+            raise ValueError(
+                f"on_timeout is one of {', '.join(TIMEOUT_ACTIONS)}, got {on_timeout!r}"
+            )
+        self.on_timeout = on_timeout
+        if self.wait_timeout is not None and not self.waits:
+            raise ValueError(
+                "wait_timeout bounds a wait: give the step wait_for, or make it a fan_out"
+            )
+
+    @property
+    def waits(self) -> bool:
+        """Whether the step can park: a signal gate or a fan-out."""
+        return self.signal_name is not None or self.fan_out
 
     def __set_name__(self, owner: type, attr: str) -> None:
         self.name = self.name or attr
 
-    def run(self, workflow: Any) -> Any:
-        fn = (
+    def bound_body(self, workflow: Any) -> Callable[..., Any]:
+        return (
             getattr(workflow, self.body)
             if isinstance(self.body, str)
             else self.body.__get__(workflow)
         )
-        return fn()
+
+    def run(self, workflow: Any) -> Any:
+        return self.bound_body(workflow)()
 
     def definition(self, defaults: dict[str, Any]) -> dict[str, Any]:
         options = {**defaults, **self.job_options}
-        return {
+        entry = {
             "name": self.name,
             "wait": self.wait,
             "timeout": self.timeout,
             "queue": queues.physical(
                 options.get("queue") or settings().workflow_queue, options.get("priority")
             ),
+        }
+        if self.signal_name is not None:
+            entry["wait_for"] = self.signal_name
+        if self.wait_timeout is not None:
+            entry |= {"wait_timeout": self.wait_timeout, "on_timeout": self.on_timeout}
+        return entry
+
+
+class FanOut:
+    """What a fan-out body gets: `b.add(Job, *args, **kwargs)` (or `Job.set(...)`) records one
+    member of the step's batch. The batch opens when the body returns; its callbacks are the
+    workflow's own."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+
+    def add(self, target: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(target, type) and issubclass(target, Job):
+            target = target.options()
+        if not isinstance(target, JobOptions):
+            raise TypeError(f"b.add takes a Job class or Job.set(...), got {target!r}")
+        run_at = target.run_at()
+        self.jobs.append(
+            {
+                "queue": target.physical_queue(),
+                "job_class": target.job.job_name,
+                "arguments": dump_arguments(args, kwargs),
+                "run_at": run_at.isoformat() if run_at else None,
+            }
+        )
+
+
+class FanOutSpec(StepSpec):
+    """A fan-out step: its body gets a FanOut to add jobs to; they become one batch, and the
+    step waits until every member finished. `on_batch_failure` (pause, cancel or skip) applies
+    when one was dead-lettered."""
+
+    fan_out = True
+
+    def __init__(self, body: Any, *, on_batch_failure: str = "pause", **options: Any) -> None:
+        if "wait_for" in options:
+            raise ValueError("a fan_out step waits for its batch, not for a signal")
+        if options.get("on_timeout") == "run":
+            raise ValueError("a fan_out step's on_timeout is pause, cancel or skip")
+        super().__init__(body, **options)
+        if on_batch_failure not in BATCH_FAILURE_ACTIONS:
+            raise ValueError(
+                f"on_batch_failure is one of {', '.join(BATCH_FAILURE_ACTIONS)}, got {on_batch_failure!r}"
+            )
+        self.on_batch_failure = on_batch_failure
+
+    def run(self, workflow: Any) -> FanOut:
+        builder = FanOut()
+        self.bound_body(workflow)(builder)
+        return builder
+
+    def definition(self, defaults: dict[str, Any]) -> dict[str, Any]:
+        return super().definition(defaults) | {
+            "fan_out": True,
+            "on_batch_failure": self.on_batch_failure,
         }
 
 
@@ -168,6 +311,14 @@ def step(body: Callable[[Any], Any] | str | None = None, /, **options: Any) -> A
     if body is None:
         return lambda fn: StepSpec(fn, **options)
     return StepSpec(body, **options)
+
+
+def fan_out(body: Callable[[Any, FanOut], Any] | str | None = None, /, **options: Any) -> Any:
+    """Declares a fan-out step: `@fan_out`, `@fan_out(on_batch_failure="skip")` or
+    `name = fan_out("method", ...)`; the body is `(self, b)` and adds jobs with `b.add`."""
+    if body is None:
+        return lambda fn: FanOutSpec(fn, **options)
+    return FanOutSpec(body, **options)
 
 
 def removed_step() -> RemovedStep:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pgbus.errors import PgbusError
+from pgbus.errors import PgbusError, SchemaNotReady
 
 
 class AlreadyRunning(PgbusError):
@@ -47,3 +47,28 @@ class SubjectNotRegistered(PgbusError):
 
 class StepBeginFailed(PgbusError):
     """The database could not begin a step attempt; its StepJob fails and is retried."""
+
+
+class NoOngoingRun(PgbusError):
+    """A signal by subject found no ongoing run of the class for it (missing="raise")."""
+
+
+class WaitingStepsUnmigrated(SchemaNotReady):
+    """A workflow with waiting steps (signal gates, fan-outs) on a database without the
+    waiting-steps migration: run `pgbus db migrate`."""
+
+
+# Recorded on a step attempt by SQL (error_class "pgbus.workflow.<name>"), never raised: named
+# here so that code reading attempts can refer to them.
+
+
+class FanOutFailed(PgbusError):
+    """A fan-out's batch finished with dead-lettered members ("1 of 3 jobs dead-lettered")."""
+
+
+class FanOutBatchGone(PgbusError):
+    """A fan-out's batch row is gone: its outcome is unknown, so the run paused."""
+
+
+class WaitTimedOut(PgbusError):
+    """A waiting step waited longer than its wait_timeout (on_timeout "pause")."""

@@ -14,6 +14,7 @@ import contextvars
 import dataclasses
 import logging
 import time
+import types
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
@@ -26,9 +27,11 @@ from pgbus.config import settings
 from pgbus.instrumentation import emit
 from pgbus.jobs import Job, JobTransaction, current_transaction
 from pgbus.reporting import error_record, report_error
-from pgbus.workflow.base import StepVerb, Workflow, encode_payload, workflow_class
-from pgbus.workflow.definition import ExceptionPolicy, RemovedStep, StepSpec
+from pgbus.workflow.base import StepVerb, Workflow, workflow_class
+from pgbus.workflow.definition import ExceptionPolicy, FanOut, RemovedStep, Signal, StepSpec
 from pgbus.workflow.errors import StepBeginFailed, StepNotDefined
+from pgbus.workflow.payloads import decode_payload, encode_payload
+from pgbus.workflow.runs import emit_status
 
 log = logging.getLogger("pgbus.workflow")
 
@@ -56,6 +59,9 @@ class Outcome:
     wait: float | None = None
     reason: str | None = None
     report: bool = True
+    signal_id: int | None = None  # the signal the step took
+    fan_out: list[dict[str, Any]] | None = None  # park: the batch's jobs
+    seen_signal_id: int | None = None  # park at a gate: the newest pending signal it saw
 
 
 class BodyTransaction:
@@ -121,6 +127,26 @@ def decide(
     return outcome
 
 
+def gate(spec: StepSpec, context: dict[str, Any]) -> tuple[Signal | None, int | None]:
+    """The signal a gate step takes (the one it took on an earlier attempt, else the oldest
+    pending one its matcher accepts), and the newest pending signal it looked at."""
+    seen = None
+    for row in context.get("signals", ()):
+        signal = Signal(
+            row["signal_id"],
+            row["name"],
+            types.MappingProxyType(decode_payload(row["payload"])),
+            row["idempotency_key"],
+            row["created_at"],
+        )
+        if row["status"] == "claimed":
+            return signal, seen
+        seen = max(seen or 0, signal.signal_id)
+        if spec.matcher.matches(signal):
+            return signal, seen
+    return None, seen
+
+
 def run_body(wf_cls: type[Workflow], context: dict[str, Any], outer: JobTransaction) -> Outcome:
     spec = wf_cls.step_spec(context["step_name"])
     if not isinstance(spec, StepSpec):
@@ -139,26 +165,41 @@ def run_body(wf_cls: type[Workflow], context: dict[str, Any], outer: JobTransact
     token = current_transaction.set(body_tx)
     failure: BaseException | None = None
     try:
-        if wf.cancel_if():
-            return Outcome("cancel", reason="cancel_if")
-        if spec.skip_if is not None and spec.skip_if(wf):
-            return Outcome("skip", reason="skip_if")
-        wf.before_step()
-        spec.run(wf)
-        wf.after_step()
-        return Outcome("complete", output=encode_payload(wf._outputs, "the step's output"))
+        outcome = _run(wf, spec)
+        failure = outcome.exception
     except StepVerb as verb:
         failure = verb if verb.verb in ("pause", "reattempt", "cancel") else None
         output = (
             encode_payload(wf._outputs, "the step's output") if verb.verb == "finished" else None
         )
-        return Outcome(verb.verb, output=output, wait=verb.wait, reason=verb.reason)
+        outcome = Outcome(verb.verb, output=output, wait=verb.wait, reason=verb.reason)
     except Exception as exc:
         failure = exc
-        return decide(wf_cls, spec, wf, exc, int(context["attempt"]))
+        outcome = decide(wf_cls, spec, wf, exc, int(context["attempt"]))
     finally:
         current_transaction.reset(token)
         body_tx.close(failure)
+    if wf.received_signal is not None:  # taken whatever the step's end: it survives a pause
+        outcome.signal_id = wf.received_signal.signal_id
+    return outcome
+
+
+def _run(wf: Workflow, spec: StepSpec) -> Outcome:
+    """The step's checks, gate, hooks and body; verbs and exceptions propagate."""
+    if wf.cancel_if():
+        return Outcome("cancel", reason="cancel_if")
+    if spec.skip_if is not None and spec.skip_if(wf):
+        return Outcome("skip", reason="skip_if")
+    if spec.signal_name is not None:
+        wf.received_signal, seen = gate(spec, wf._context)
+        if wf.received_signal is None and not wf.timed_out:
+            return Outcome("rewait" if wf._context.get("waited") else "park", seen_signal_id=seen)
+    wf.before_step()
+    result = spec.run(wf)
+    wf.after_step()
+    if isinstance(result, FanOut):
+        return Outcome("park", fan_out=result.jobs)
+    return Outcome("complete", output=encode_payload(wf._outputs, "the step's output"))
 
 
 class StepJob(Job):
@@ -195,7 +236,7 @@ class StepJob(Job):
                     exception=exc,
                 )
             result = self.conn.execute(
-                "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s)",
+                "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     step_id,
                     outcome.verb,
@@ -203,6 +244,9 @@ class StepJob(Job):
                     Jsonb(outcome.error) if outcome.error else None,
                     timedelta(seconds=outcome.wait) if outcome.wait else None,
                     outcome.reason,
+                    outcome.signal_id,
+                    Jsonb(outcome.fan_out) if outcome.fan_out is not None else None,
+                    outcome.seen_signal_id,
                 ),
             ).fetchone()[0]
             self.acknowledged = True
@@ -229,17 +273,24 @@ def publish(
         duration=duration,
         accepted=result.get("ok", False),
     )
-    if not result.get("ok"):
-        return
-    status = result["status"]
-    if status == "finished":
-        emit("pgbus.workflow_finished", workflow_class=cls, workflow_id=step["workflow_id"])
-    elif status == "cancelled":
-        emit("pgbus.workflow_cancelled", workflow_class=cls, workflow_id=step["workflow_id"])
-    elif status == "paused":
-        emit(
-            "pgbus.workflow_paused",
-            workflow_class=cls,
-            workflow_id=step["workflow_id"],
-            error_class=(outcome.error or {}).get("class"),
+    if result.get("ok"):
+        emit_status(
+            cls, step["workflow_id"], result["status"], "step", (outcome.error or {}).get("class")
         )
+
+
+class BatchFinishedJob(Job):
+    """A fan-out batch's on_complete callback: resolves the step that waits on it."""
+
+    job_name = "pgbus.workflow:BatchFinishedJob"
+
+    def perform(self, properties: dict[str, Any]) -> None:
+        result = self.conn.execute(
+            "SELECT pgbus.workflow_fan_out_finished(%s)", (properties["step_id"],)
+        ).fetchone()[0]
+        if result["ok"]:
+            self.transaction.on_commit(
+                lambda: emit_status(
+                    result["workflow_class"], properties["workflow_id"], result["status"], "pgbus"
+                )
+            )

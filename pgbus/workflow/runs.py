@@ -8,6 +8,7 @@ Instrumentation of a verb goes out after its transaction commits.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -20,6 +21,30 @@ from pgbus.commit_hooks import after_commit
 from pgbus.instrumentation import emit
 from pgbus.jobs import connection
 from pgbus.workflow.errors import WorkflowRefused
+from pgbus.workflow.payloads import encode_payload
+
+RUN_END_EVENTS = {
+    "finished": "pgbus.workflow_finished",
+    "cancelled": "pgbus.workflow_cancelled",
+    "paused": "pgbus.workflow_paused",
+}
+
+
+def emit_status(
+    workflow_class: str,
+    workflow_id: UUID | str,
+    status: str,
+    actor: str | None = None,
+    error_class: str | None = None,
+) -> None:
+    """Instrumentation for a run that just finished, was cancelled or paused."""
+    event = RUN_END_EVENTS.get(status)
+    if event is None:
+        return
+    fields: dict[str, Any] = {"workflow_class": workflow_class, "workflow_id": workflow_id}
+    if status != "finished":
+        fields |= {"actor": actor, "error_class": error_class}
+    emit(event, **fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +55,17 @@ class Event:
     details: dict[str, Any]
     step_id: int | None
     created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class SignalDelivery:
+    """What delivering a signal did: stored (or, its idempotency key seen before, nothing:
+    duplicate_delivery), and whether it woke the step waiting for it."""
+
+    signal_id: int
+    duplicate_delivery: bool
+    woke: bool
+    status: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +188,51 @@ class WorkflowRun:
             raise ValueError("reschedule needs a timezone-aware time")
         return self._command("reschedule", actor, reason, conn, {"at": at.isoformat()})
 
+    def skip(
+        self,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> str:
+        """Skips the step the waiting run waits on; the run goes on with the next."""
+        return self._command("skip", actor, reason, conn)
+
+    def signal(
+        self,
+        name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> SignalDelivery:
+        """Delivers signal `name` with `payload` (a JSON object, at most
+        workflow_max_payload_size). A step waiting for it wakes; otherwise it waits as pending
+        until a step takes it. With an `idempotency_key` seen before (a blank key is no key),
+        nothing is stored and duplicate_delivery is True. Refused once the run ended."""
+        if not isinstance(name, str):
+            raise TypeError(f"a signal's name is a string, got {name!r}")
+        stored = encode_payload(payload or {}, "the signal's payload")
+        params = {"name": name, "payload": stored, "idempotency_key": idempotency_key}
+        result = self._call("signal", actor, reason, conn, params)
+        return SignalDelivery(
+            result["signal_id"], result["duplicate_delivery"], result["woke"], result["status"]
+        )
+
+    def signals(self, conn: psycopg.Connection | None = None) -> list[dict[str, Any]]:
+        """Every signal delivered to the run, oldest first."""
+        with connection(conn) as c:
+            return (
+                c.cursor(row_factory=dict_row)
+                .execute(
+                    "SELECT * FROM pgbus.workflow_signals WHERE workflow_id = %s ORDER BY signal_id",
+                    (self.workflow_id,),
+                )
+                .fetchall()
+            )
+
     def rerun(
         self,
         *,
@@ -204,18 +285,25 @@ class WorkflowRun:
                 raise WorkflowRefused(
                     verb, result["code"], result.get("status"), result.get("message")
                 )
-            event = {"pause": "pgbus.workflow_paused", "cancel": "pgbus.workflow_cancelled"}.get(
-                verb
-            )
-            if event:
+            if verb == "signal":
                 after_commit(
                     c,
                     lambda: emit(
-                        event,
+                        "pgbus.workflow.signal",
                         workflow_class=self.workflow_class,
                         workflow_id=self.workflow_id,
+                        name=params["name"],
+                        signal_id=result["signal_id"],
+                        duplicate_delivery=result["duplicate_delivery"],
+                        woke=result["woke"],
                         actor=actor,
-                        error_class=None,
+                    ),
+                )
+            elif verb in ("pause", "cancel", "resume", "skip"):
+                after_commit(
+                    c,
+                    lambda: emit_status(
+                        self.workflow_class, self.workflow_id, result["status"], actor
                     ),
                 )
         return result

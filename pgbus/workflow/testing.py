@@ -5,7 +5,9 @@
     run = SignupWorkflow.start(user)
     assert speedrun_workflow(run) == "finished"
 
-Waits are skipped: the helpers run a scheduled step now, whatever its `wait`.
+Waits are skipped: the helpers run a scheduled step now, whatever its `wait`. A waiting step
+(a signal gate, a fan-out) stops speedrun_workflow with StepWaiting; deliver_signal,
+complete_fan_out and expire_wait move it on, through the same SQL as production.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from pgbus.commit_hooks import run_hooks
@@ -20,12 +23,16 @@ from pgbus.config import settings
 from pgbus.db import pool
 from pgbus.errors import PgbusError
 from pgbus.jobs import JobTransaction, current_transaction
-from pgbus.workflow.runner import StepJob
+from pgbus.workflow.runner import BatchFinishedJob, StepJob
 from pgbus.workflow.runs import WorkflowRun
 
 
 class NothingToRun(PgbusError):
     """The run has no scheduled step to run (it is paused, waiting, finished or cancelled)."""
+
+
+class StepWaiting(PgbusError):
+    """speedrun_workflow reached a waiting step; the message names what it waits for."""
 
 
 def _scheduled_step(run: WorkflowRun) -> tuple[str, dict[str, Any]]:
@@ -93,10 +100,87 @@ def run_step_inline(run: WorkflowRun, step_name: str) -> str:
 
 def speedrun_workflow(run: WorkflowRun, max_steps: int = 1000) -> str:
     """Runs scheduled steps one after the other until the run is no longer ready; returns its
-    status (finished, cancelled or paused)."""
+    status (finished, cancelled or paused). Raises StepWaiting at a waiting step."""
     for _ in range(max_steps):
         status = run.status()
+        if status == "waiting":
+            raise StepWaiting(_waiting_for(run))
         if status != "ready":
             return status
         perform_next_step(run)
     raise NothingToRun(f"still running after {max_steps} steps")
+
+
+def _waiting_step(run: WorkflowRun) -> dict[str, Any] | None:
+    with pool().connection() as c:
+        return (
+            c.cursor(row_factory=dict_row)
+            .execute(
+                "SELECT s.step_id, s.step_name, s.wait_for, s.batch_id, b.description,"
+                " b.total_jobs, b.completed_jobs + b.discarded_jobs AS done"
+                " FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id"
+                " LEFT JOIN pgbus.batches b ON b.batch_id = s.batch_id"
+                " WHERE w.workflow_id = %s AND w.status = 'waiting' AND s.status = 'waiting'",
+                (run.workflow_id,),
+            )
+            .fetchone()
+        )
+
+
+def _waiting_for(run: WorkflowRun) -> str:
+    step = _waiting_step(run)
+    if step is None:
+        return f"run {run.workflow_id} is not waiting"
+    if step["batch_id"] is not None:
+        return (
+            f"step {step['step_name']} waits for batch {step['description']}"
+            f" ({step['done']} of {step['total_jobs']} jobs done)"
+        )
+    signal = "any signal" if step["wait_for"] == "*" else f"signal {step['wait_for']!r}"
+    return f"step {step['step_name']} waits for {signal}"
+
+
+def deliver_signal(
+    run: WorkflowRun, name: str, payload: dict[str, Any] | None = None, **options: Any
+) -> str:
+    """Delivers a signal (as run.signal does; `options` are its keywords) and returns the
+    run's status: 'ready' when it woke the waiting step, which the next perform_next_step or
+    speedrun_workflow runs."""
+    run.signal(name, payload, **options)
+    return run.status()
+
+
+def complete_fan_out(run: WorkflowRun, dead_lettered: int = 0) -> str:
+    """Counts the waiting fan-out's remaining members as done (`dead_lettered` of them as
+    dead-lettered), as if they ran, and delivers the batch's callback; returns the run's
+    status. The members' own messages stay in their queues."""
+    step = _waiting_step(run)
+    if step is None or step["batch_id"] is None:
+        raise NothingToRun(f"run {run.workflow_id} is not waiting on a fan-out batch")
+    remaining = step["total_jobs"] - step["done"]
+    if not 0 <= dead_lettered <= remaining:
+        raise ValueError(f"dead_lettered is between 0 and the {remaining} members left")
+    with pool().connection() as c:
+        for outcome, n in (("completed", remaining - dead_lettered), ("discarded", dead_lettered)):
+            if n:
+                c.execute(
+                    "SELECT pgbus.batch_member_done(%s, %s, %s)", (step["batch_id"], outcome, n)
+                )
+    job = BatchFinishedJob()
+    with ExitStack() as stack:
+        job.transaction = JobTransaction(stack)
+        job.perform({"workflow_id": str(run.workflow_id), "step_id": step["step_id"]})
+    run_hooks(job.transaction.commit_hooks)
+    return run.status()
+
+
+def expire_wait(run: WorkflowRun) -> str:
+    """Ends the waiting step's wait now, as its wait_timeout would, and returns the run's
+    status ('ready' for on_timeout "run": the step runs next with timed_out true)."""
+    with pool().connection() as c:
+        result = c.execute("SELECT pgbus.workflow_expire_wait(%s)", (run.workflow_id,)).fetchone()[
+            0
+        ]
+    if not result["ok"]:
+        raise NothingToRun(f"run {run.workflow_id} is not waiting ({result.get('status')})")
+    return result["status"]

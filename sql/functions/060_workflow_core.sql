@@ -76,6 +76,19 @@ LANGUAGE sql STABLE AS $$
     ORDER BY o.i LIMIT 1
 $$;
 
+-- Sends attempt `step_id`'s StepJob message, visible at `at`; returns its id. The queue exists
+-- (workflow_register created it), so it goes straight to PGMQ.
+CREATE OR REPLACE FUNCTION pgbus.workflow_send_step(run uuid, step_id bigint, queue text, at timestamptz)
+RETURNS bigint
+LANGUAGE sql AS $$
+    SELECT pgmq.send(queue,
+                     pgbus.job_envelope(queue, pgbus.step_job_class(),
+                                        jsonb_build_object('kwargs', jsonb_build_object(
+                                            'workflow_id', run, 'step_id', step_id)),
+                                        CASE WHEN at > clock_timestamp() THEN at END, NULL),
+                     greatest(at, clock_timestamp()))
+$$;
+
 -- Schedules an attempt of `step` at `at`: the attempt row, its StepJob message (visible at
 -- `at`), the run's current step. Leaves the run 'ready'. Returns the attempt's id.
 CREATE OR REPLACE FUNCTION pgbus.workflow_schedule_step(
@@ -93,13 +106,7 @@ DECLARE
 BEGIN
     SELECT coalesce(max(s.attempt), 0) + 1 INTO attempt_no
     FROM pgbus.workflow_steps s WHERE s.workflow_id = run.workflow_id AND s.step_name = step ->> 'name';
-    -- The queue exists (workflow_register created it): send straight to PGMQ.
-    msg := pgmq.send(queue,
-                     pgbus.job_envelope(queue, pgbus.step_job_class(),
-                                        jsonb_build_object('kwargs', jsonb_build_object(
-                                            'workflow_id', run.workflow_id, 'step_id', id)),
-                                        CASE WHEN at > clock_timestamp() THEN at END, NULL),
-                     greatest(at, clock_timestamp()));
+    msg := pgbus.workflow_send_step(run.workflow_id, id, queue, at);
     INSERT INTO pgbus.workflow_steps (step_id, workflow_id, step_name, attempt, queue, msg_id,
                                       scheduled_at, timeout)
     OVERRIDING SYSTEM VALUE

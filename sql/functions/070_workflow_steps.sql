@@ -8,7 +8,7 @@ RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
         WHEN failed THEN 'failed'
-        WHEN verb IN ('complete', 'finished') THEN 'completed'
+        WHEN verb IN ('complete', 'finished', 'resolve') THEN 'completed'
         WHEN verb = 'skip' THEN 'skipped'
         WHEN verb = 'cancel' THEN 'cancelled'
         ELSE 'interrupted'  -- pause, reattempt: the step did not finish its work
@@ -136,22 +136,94 @@ BEGIN
         'subject_type', run.subject_type,
         'subject_id', run.subject_id,
         'scheduled_at', attempt.scheduled_at,
-        'definition_outdated', run.definition_digest IS DISTINCT FROM def.digest);
+        'definition_outdated', run.definition_digest IS DISTINCT FROM def.digest)
+        || CASE WHEN step ? 'wait_for' THEN pgbus.workflow_gate_context(run, attempt, step ->> 'wait_for')
+                ELSE '{}' END;
 END;
 $$;
 
+-- Ends `attempt`, the run's current attempt, with `verb` and applies what that leads to:
+-- `to_status` from the transition table, or NULL when it refused the verb, so that only the
+-- attempt's end is recorded (as 'superseded'). `actor` names who ended it on the step's event
+-- (NULL: the step itself) and on the run's ('step' when NULL). Caller holds the run's row
+-- lock. Returns the run's new status.
+CREATE OR REPLACE FUNCTION pgbus.workflow_conclude(
+    run pgbus.workflows, attempt pgbus.workflow_steps, verb text, to_status text,
+    output jsonb DEFAULT NULL, error jsonb DEFAULT NULL, wait interval DEFAULT NULL,
+    actor text DEFAULT NULL, reason text DEFAULT NULL
+) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    failed boolean := error IS NOT NULL;
+    ended text := CASE WHEN to_status IS NULL THEN 'superseded'
+                       ELSE pgbus.workflow_attempt_status(verb, failed) END;
+    run_actor text := coalesce(actor, 'step');
+BEGIN
+    UPDATE pgbus.workflow_steps s
+    SET status = ended, outcome = verb, ended_at = clock_timestamp(),
+        output = CASE WHEN verb IN ('complete', 'finished') THEN workflow_conclude.output END,
+        error = workflow_conclude.error, error_class = workflow_conclude.error ->> 'class',
+        signal_id = attempt.signal_id
+    WHERE s.step_id = attempt.step_id;
+    IF attempt.signal_id IS NOT NULL AND ended IN ('completed', 'skipped') THEN
+        UPDATE pgbus.workflow_signals SET status = 'consumed', consumed_at = clock_timestamp()
+        WHERE signal_id = attempt.signal_id AND status = 'claimed';
+    END IF;
+    PERFORM pgbus.workflow_event(
+        run.workflow_id,
+        CASE WHEN failed THEN 'step_failed' ELSE 'step_' || pgbus.workflow_attempt_status(verb, false) END,
+        attempt.step_id, actor, reason,
+        jsonb_strip_nulls(jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,
+                                             'verb', verb, 'error_class', error ->> 'class')));
+    IF to_status IS NULL THEN
+        RETURN run.status;
+    ELSIF to_status = 'paused' THEN
+        IF run.status <> 'paused' THEN
+            UPDATE pgbus.workflows
+            SET status = 'paused', pause_cause = CASE WHEN failed THEN 'error' ELSE 'manual' END,
+                updated_at = now()
+            WHERE workflow_id = run.workflow_id;
+            PERFORM pgbus.workflow_event(run.workflow_id, 'paused', attempt.step_id, run_actor, reason,
+                                         jsonb_strip_nulls(jsonb_build_object('error_class', error ->> 'class')));
+        END IF;
+        RETURN 'paused';
+    ELSIF to_status IN ('cancelled', 'finished') THEN
+        PERFORM pgbus.workflow_end(run.workflow_id, to_status, run_actor, reason);
+        RETURN to_status;
+    ELSIF verb = 'reattempt' THEN
+        PERFORM pgbus.workflow_schedule_step(
+            run, coalesce(pgbus.workflow_step_definition(run.workflow_class, attempt.step_name),
+                          jsonb_build_object('name', attempt.step_name, 'queue', attempt.queue)),
+            clock_timestamp() + coalesce(wait, interval '0'), actor);
+        RETURN 'ready';
+    END IF;
+    RETURN pgbus.workflow_advance(run, attempt.step_name, actor);  -- complete, skip, resolve
+END;
+$$;
+
+-- (Its earlier signature, without the waiting-step arguments.)
+DROP FUNCTION IF EXISTS pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text);
+
 -- Ends an attempt with the step's verb, in one transaction: the attempt's outcome, output and
--- error; the run's transition (next step scheduled and sent, or paused, cancelled, finished);
--- the attempt's message archived; the events. `wait` delays a reattempt. Answers
--- {"ok": true, "status": ...} or a refusal {"ok": false, "code": "stale" | "not_allowed",
--- "status": ...}; a refused end still archives the message and records what the step did.
+-- error; the run's transition (next step scheduled and sent, or paused, cancelled, finished,
+-- or parked); the attempt's message archived; the events. `wait` delays a reattempt.
+-- Waiting steps: `signal_id` is the signal the step took (claimed now; consumed when the step
+-- completes or skips); 'park' and 'rewait' park the step at its signal gate, having seen the
+-- pending signals up to `seen_signal_id`, or on a batch opened now from `fan_out` (the body's
+-- jobs: [{"queue", "job_class", "arguments", "run_at"}, ...]). Answers {"ok": true, "status":
+-- ...} or a refusal {"ok": false, "code": "stale" | "not_allowed", "status": ...}; a refused
+-- end still archives the message and records what the step did, and takes no signal and
+-- opens no batch.
 CREATE OR REPLACE FUNCTION pgbus.workflow_end_step(
     step_id bigint,
     verb text,
     output jsonb DEFAULT NULL,
     error jsonb DEFAULT NULL,
     wait interval DEFAULT NULL,
-    reason text DEFAULT NULL
+    reason text DEFAULT NULL,
+    signal_id bigint DEFAULT NULL,
+    fan_out jsonb DEFAULT NULL,
+    seen_signal_id bigint DEFAULT NULL
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -159,10 +231,13 @@ DECLARE
     run pgbus.workflows;
     to_status text;
     new_status text;
-    failed boolean := error IS NOT NULL;
 BEGIN
-    IF verb IS NULL OR verb NOT IN (SELECT t.verb FROM pgbus.workflow_transitions t WHERE t.kind = 'runner') THEN
+    IF verb IS NULL OR verb IN ('wake', 'resolve')
+       OR verb NOT IN (SELECT t.verb FROM pgbus.workflow_transitions t WHERE t.kind = 'runner') THEN
         RAISE EXCEPTION 'pgbus: % is not a step verb', quote_nullable(verb) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF fan_out IS NOT NULL AND verb <> 'park' THEN
+        RAISE EXCEPTION 'pgbus: a fan-out batch opens only when its step parks' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id;
     IF NOT FOUND THEN
@@ -178,43 +253,18 @@ BEGIN
         RETURN jsonb_build_object('ok', false, 'code', 'stale', 'status', run.status);
     END IF;
     to_status := pgbus.workflow_transition('runner', verb, run.status);
-    UPDATE pgbus.workflow_steps s
-    SET status = CASE WHEN to_status IS NULL THEN 'superseded'
-                      ELSE pgbus.workflow_attempt_status(verb, failed) END,
-        outcome = verb, ended_at = clock_timestamp(),
-        output = CASE WHEN verb IN ('complete', 'finished') THEN workflow_end_step.output END,
-        error = workflow_end_step.error, error_class = workflow_end_step.error ->> 'class'
-    WHERE s.step_id = attempt.step_id;
-    PERFORM pgbus.workflow_event(
-        run.workflow_id,
-        CASE WHEN failed THEN 'step_failed' ELSE 'step_' || pgbus.workflow_attempt_status(verb, false) END,
-        attempt.step_id, NULL, reason,
-        jsonb_strip_nulls(jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,
-                                             'verb', verb, 'error_class', error ->> 'class')));
+    IF to_status IS NOT NULL AND workflow_end_step.signal_id IS NOT NULL THEN
+        PERFORM pgbus.workflow_take_signal(run, attempt, workflow_end_step.signal_id);
+        attempt.signal_id := workflow_end_step.signal_id;
+    END IF;
+    IF to_status IS NOT NULL AND verb IN ('park', 'rewait') THEN
+        new_status := pgbus.workflow_park(run, attempt, verb, fan_out, seen_signal_id, reason);
+    ELSE
+        new_status := pgbus.workflow_conclude(run, attempt, verb, to_status, output, error, wait,
+                                              NULL, reason);
+    END IF;
     IF to_status IS NULL THEN
         RETURN jsonb_build_object('ok', false, 'code', 'not_allowed', 'status', run.status);
-    END IF;
-    IF to_status = 'paused' THEN
-        IF run.status <> 'paused' THEN
-            UPDATE pgbus.workflows
-            SET status = 'paused', pause_cause = CASE WHEN failed THEN 'error' ELSE 'manual' END,
-                updated_at = now()
-            WHERE workflow_id = run.workflow_id;
-            PERFORM pgbus.workflow_event(run.workflow_id, 'paused', attempt.step_id, 'step', reason,
-                                         jsonb_strip_nulls(jsonb_build_object('error_class', error ->> 'class')));
-        END IF;
-        new_status := 'paused';
-    ELSIF to_status IN ('cancelled', 'finished') THEN
-        PERFORM pgbus.workflow_end(run.workflow_id, to_status, 'step', reason);
-        new_status := to_status;
-    ELSIF verb = 'reattempt' THEN
-        PERFORM pgbus.workflow_schedule_step(
-            run, coalesce(pgbus.workflow_step_definition(run.workflow_class, attempt.step_name),
-                          jsonb_build_object('name', attempt.step_name, 'queue', attempt.queue)),
-            clock_timestamp() + coalesce(wait, interval '0'));
-        new_status := 'ready';
-    ELSE  -- complete, skip
-        new_status := pgbus.workflow_advance(run, attempt.step_name);
     END IF;
     RETURN jsonb_build_object('ok', true, 'status', new_status, 'workflow_class', run.workflow_class,
                               'step', attempt.step_name);

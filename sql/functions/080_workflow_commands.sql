@@ -17,20 +17,23 @@ BEGIN
 END;
 $$;
 
--- The run moved on while this attempt ran (resume_at another step): when its worker ends it,
--- the end is stale and changes nothing; until then it is marked so the sweep leaves it be.
+-- The run moved on while this attempt ran or waited (resume_at another step): when its worker
+-- ends it, the end is stale and changes nothing; until then it is marked so the sweep leaves
+-- it be.
 CREATE OR REPLACE FUNCTION pgbus.workflow_abandon(attempt_id bigint)
 RETURNS void
 LANGUAGE sql AS $$
     UPDATE pgbus.workflow_steps SET status = 'superseded', ended_at = clock_timestamp()
-    WHERE step_id = attempt_id AND status = 'running'
+    WHERE step_id = attempt_id AND status IN ('running', 'waiting')
 $$;
 
 -- An outside verb on a run: pause, cancel, resume, resume_at ({"step": ...}), run_now,
--- reschedule ({"at": ...}) or rerun. Checked against the transition table under the run's row
--- lock. Answers {"ok": true, "status": ...} (rerun adds "workflow_id" of the new run) or a
--- refusal {"ok": false, "code": "not_found" | "not_allowed" | "invalid" | "already_running",
--- "status": ..., "message": ...}; a refusal changes nothing.
+-- reschedule ({"at": ...}), rerun, skip (the step a waiting run waits on) or signal ({"name",
+-- "payload", "idempotency_key"}). Checked against the transition table under the run's row
+-- lock. Answers {"ok": true, "status": ...} (rerun adds "workflow_id" of the new run; signal
+-- adds "signal_id", "duplicate_delivery" and "woke") or a refusal {"ok": false, "code":
+-- "not_found" | "not_allowed" | "invalid" | "already_running", "status": ..., "message": ...};
+-- a refusal changes nothing.
 CREATE OR REPLACE FUNCTION pgbus.workflow_command(
     workflow_id uuid, verb text, actor text DEFAULT NULL, reason text DEFAULT NULL,
     params jsonb DEFAULT '{}'
@@ -43,6 +46,10 @@ DECLARE
     at timestamptz;
     new_status text;
     new_run uuid;
+    signal pgbus.workflow_signals;
+    woke boolean := false;
+    signal_name text := btrim(params ->> 'name');
+    signal_key text := nullif(btrim(params ->> 'idempotency_key'), '');  -- a blank key is no key
 BEGIN
     IF verb IS NULL OR verb NOT IN (SELECT t.verb FROM pgbus.workflow_transitions t WHERE t.kind = 'outside') THEN
         RETURN jsonb_build_object('ok', false, 'code', 'invalid',
@@ -60,11 +67,17 @@ BEGIN
 
     IF verb = 'pause' THEN
         PERFORM pgbus.workflow_supersede(attempt.step_id);
+        -- A waiting step's clock stops: time spent paused does not count against its wait.
+        UPDATE pgbus.workflow_steps
+        SET wait_remaining = greatest(wait_deadline - clock_timestamp(), interval '0'), wait_deadline = NULL
+        WHERE step_id = attempt.step_id AND status = 'waiting' AND wait_deadline IS NOT NULL;
         UPDATE pgbus.workflows SET status = 'paused', pause_cause = 'manual', updated_at = now()
         WHERE workflows.workflow_id = run.workflow_id;
         PERFORM pgbus.workflow_event(run.workflow_id, 'paused', attempt.step_id, actor, reason);
     ELSIF verb = 'cancel' THEN
         PERFORM pgbus.workflow_supersede(attempt.step_id);
+        UPDATE pgbus.workflow_steps SET status = 'cancelled', outcome = 'cancel', ended_at = clock_timestamp()
+        WHERE step_id = attempt.step_id AND status = 'waiting';
         PERFORM pgbus.workflow_end(run.workflow_id, 'cancelled', actor, reason);
     ELSIF verb = 'resume' THEN
         PERFORM pgbus.workflow_event(run.workflow_id, 'resumed', attempt.step_id, actor, reason,
@@ -73,6 +86,14 @@ BEGIN
             UPDATE pgbus.workflows SET status = 'running', pause_cause = NULL, updated_at = now()
             WHERE workflows.workflow_id = run.workflow_id;
             new_status := 'running';
+        ELSIF attempt.status = 'waiting' THEN  -- paused while its step waited: it waits again
+            UPDATE pgbus.workflows SET status = 'waiting', pause_cause = NULL, updated_at = now()
+            WHERE workflows.workflow_id = run.workflow_id;
+            UPDATE pgbus.workflow_steps
+            SET wait_deadline = clock_timestamp() + wait_remaining, wait_remaining = NULL
+            WHERE step_id = attempt.step_id AND wait_remaining IS NOT NULL;
+            SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = run.current_step_id;
+            new_status := pgbus.workflow_settle_wait(run, attempt, NULL, actor);
         ELSIF attempt.status IN ('completed', 'skipped') THEN
             new_status := pgbus.workflow_advance(run, attempt.step_name, actor);
         ELSE  -- failed, interrupted, stalled or never ran: the same step again
@@ -108,6 +129,40 @@ BEGIN
         PERFORM pgbus.workflow_event(run.workflow_id, CASE verb WHEN 'run_now' THEN 'run_now' ELSE 'rescheduled' END,
                                      attempt.step_id, actor, reason,
                                      jsonb_build_object('step', attempt.step_name, 'scheduled_at', at));
+    ELSIF verb = 'skip' THEN
+        PERFORM pgbus.workflow_conclude(run, attempt, 'skip', new_status, NULL, NULL, NULL,
+                                        coalesce(actor, 'operator'), reason);
+    ELSIF verb = 'signal' THEN
+        IF coalesce(signal_name, '') = '' OR length(signal_name) > 255 OR length(signal_key) > 255
+           OR jsonb_typeof(coalesce(params -> 'payload', '{}')) <> 'object' THEN
+            RETURN jsonb_build_object('ok', false, 'code', 'invalid', 'status', run.status,
+                                      'message', 'a signal is {"name": 1-255 characters, "payload": {...}, '
+                                                 '"idempotency_key": at most 255 characters}');
+        END IF;
+        IF signal_key IS NOT NULL THEN  -- under the run's lock: the same key twice stores one
+            SELECT * INTO signal FROM pgbus.workflow_signals g
+            WHERE g.workflow_id = run.workflow_id AND g.idempotency_key = signal_key;
+            IF FOUND THEN
+                RETURN jsonb_build_object('ok', true, 'status', run.status, 'signal_id', signal.signal_id,
+                                          'duplicate_delivery', true, 'woke', false);
+            END IF;
+        END IF;
+        INSERT INTO pgbus.workflow_signals (workflow_id, name, payload, idempotency_key, actor, reason)
+        VALUES (run.workflow_id, signal_name, coalesce(params -> 'payload', '{}'), signal_key, actor,
+                nullif(btrim(reason), ''))
+        RETURNING * INTO signal;
+        PERFORM pgbus.workflow_event(run.workflow_id, 'signal_received', attempt.step_id, actor, reason,
+                                     jsonb_strip_nulls(jsonb_build_object(
+                                         'signal_id', signal.signal_id, 'name', signal_name,
+                                         'idempotency_key', signal_key)));
+        IF attempt.status = 'waiting' AND attempt.wait_for IN (signal_name, '*')
+           AND pgbus.workflow_transition('runner', 'wake', run.status) IS NOT NULL THEN
+            new_status := pgbus.workflow_wake(run, attempt, actor,
+                                              jsonb_build_object('signal_id', signal.signal_id));
+            woke := true;
+        END IF;
+        RETURN jsonb_build_object('ok', true, 'status', new_status, 'signal_id', signal.signal_id,
+                                  'duplicate_delivery', false, 'woke', woke);
     ELSIF verb = 'rerun' THEN
         BEGIN
             SELECT s.workflow_id INTO new_run
@@ -139,19 +194,23 @@ BEGIN
         LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
         WHERE w.workflow_id = workflow_available_actions.workflow_id
           AND (t.verb <> 'run_now' OR (s.status = 'scheduled' AND s.scheduled_at > clock_timestamp()))
-        ORDER BY array_position(ARRAY['resume', 'resume_at', 'run_now', 'reschedule', 'pause',
-                                      'cancel', 'rerun'], t.verb));
+        ORDER BY array_position(ARRAY['resume', 'resume_at', 'run_now', 'reschedule', 'skip',
+                                      'signal', 'pause', 'cancel', 'rerun'], t.verb));
 END;
 $$;
+
+-- (Its earlier signature, without waiting_threshold.)
+DROP FUNCTION IF EXISTS pgbus.workflow_stuck(interval, interval);
 
 -- Runs that need a person, with why: paused_error (a step failed and the run paused),
 -- stalled (its worker died or a step hung: paused by the stall action, or running past its
 -- timeout / the stall threshold), paused_manual (paused by a step or an operator), overdue (its
--- step was due more than overdue_after ago and has not started). The gauge, the attention page
--- and MCP all read this.
+-- step was due more than overdue_after ago and has not started), waiting_overdue (its step has
+-- waited longer than waiting_threshold). The gauge, the attention page and MCP all read this.
 CREATE OR REPLACE FUNCTION pgbus.workflow_stuck(
     stall_threshold interval DEFAULT interval '15 minutes',
-    overdue_after interval DEFAULT interval '5 minutes'
+    overdue_after interval DEFAULT interval '5 minutes',
+    waiting_threshold interval DEFAULT interval '7 days'
 ) RETURNS TABLE (workflow_id uuid, workflow_class text, step_name text, reason text,
                  error_class text, since timestamptz)
 LANGUAGE sql STABLE AS $$
@@ -161,11 +220,13 @@ LANGUAGE sql STABLE AS $$
                WHEN w.status = 'paused' AND w.pause_cause = 'stall' THEN 'stalled'
                WHEN w.status = 'paused' THEN 'paused_manual'
                WHEN w.status = 'running' THEN 'stalled'
+               WHEN w.status = 'waiting' THEN 'waiting_overdue'
                ELSE 'overdue'
            END,
            s.error_class,
            CASE WHEN w.status = 'paused' THEN w.updated_at
                 WHEN w.status = 'running' THEN s.started_at
+                WHEN w.status = 'waiting' THEN s.waiting_since
                 ELSE s.scheduled_at END
     FROM pgbus.workflows w
     LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
@@ -173,23 +234,34 @@ LANGUAGE sql STABLE AS $$
        OR (w.status = 'running' AND s.status = 'running'
            AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
        OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
+       OR (w.status = 'waiting' AND s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold)
 $$;
 
+-- (Its earlier signature, without overdue_after and waiting_threshold.)
+DROP FUNCTION IF EXISTS pgbus.workflow_sweep(interval, text, interval, interval);
+
 -- The dispatcher's workflow duty, one call (pg_cron can run it): stalls attempts running past
--- their timeout or the stall threshold and applies `stall_action`; sends again the scheduled
--- steps whose message is lost; deletes finished and cancelled runs older than `retention`;
--- answers what it did ("stalled": the runs it stalled; "resent", "deleted": counts) and the
--- gauge numbers ("runs" ongoing by class and status, "stuck" by class and reason).
+-- their timeout or the stall threshold and applies `stall_action`; applies the wait timeout of
+-- waiting steps past their deadline; resolves fan-out steps whose batch finished more than
+-- `resend_after` ago without its callback arriving, and pauses those whose batch is gone;
+-- sends again the scheduled steps whose message is lost; deletes finished and cancelled runs
+-- older than `retention`; answers what it did ("stalled", "timed_out": the runs concerned;
+-- "resolved", "resent", "deleted": counts) and the gauge numbers ("runs" ongoing by class and
+-- status, "stuck" by class and reason as pgbus.workflow_stuck tells it).
 CREATE OR REPLACE FUNCTION pgbus.workflow_sweep(
     stall_threshold interval DEFAULT interval '15 minutes',
     stall_action text DEFAULT 'pause',
     retention interval DEFAULT interval '30 days',
-    resend_after interval DEFAULT interval '1 minute'
+    resend_after interval DEFAULT interval '1 minute',
+    overdue_after interval DEFAULT interval '5 minutes',
+    waiting_threshold interval DEFAULT interval '7 days'
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     r record;
     stalls jsonb := '[]';
+    timeouts jsonb := '[]';
+    resolved integer := 0;
     resent integer := 0;
     deleted integer;
     exists_ boolean;
@@ -207,6 +279,35 @@ BEGIN
         stalls := stalls || jsonb_build_object('workflow_id', (r.run).workflow_id,
                                                'workflow_class', (r.run).workflow_class,
                                                'step', (r.attempt).step_name, 'action', stall_action);
+    END LOOP;
+
+    FOR r IN
+        SELECT w AS run, s AS attempt
+        FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+        WHERE w.status = 'waiting' AND s.status = 'waiting' AND s.wait_deadline < clock_timestamp()
+        ORDER BY s.wait_deadline
+        FOR UPDATE OF w SKIP LOCKED
+    LOOP
+        timeouts := timeouts || jsonb_build_object(
+            'workflow_id', (r.run).workflow_id, 'workflow_class', (r.run).workflow_class,
+            'step', (r.attempt).step_name,
+            'action', coalesce(pgbus.workflow_step_definition((r.run).workflow_class, (r.attempt).step_name)
+                                   ->> 'on_timeout', 'pause'),
+            'status', pgbus.workflow_time_out(r.run, r.attempt));
+    END LOOP;
+
+    FOR r IN
+        SELECT w AS run, s AS attempt
+        FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+        LEFT JOIN pgbus.batches b ON b.batch_id = s.batch_id
+        WHERE w.status = 'waiting' AND s.status = 'waiting' AND s.batch_id IS NOT NULL
+          AND (b.batch_id IS NULL OR (b.status = 'finished' AND b.finished_at < now() - resend_after))
+        FOR UPDATE OF w SKIP LOCKED
+    LOOP
+        PERFORM pgbus.workflow_event((r.run).workflow_id, 'fan_out_repaired', (r.attempt).step_id, 'pgbus',
+                                     'its batch callback was lost', jsonb_build_object('step', (r.attempt).step_name));
+        PERFORM pgbus.workflow_resolve(r.run, r.attempt, 'pgbus');
+        resolved := resolved + 1;
     END LOOP;
 
     FOR r IN
@@ -237,7 +338,7 @@ BEGIN
     SELECT count(*) INTO deleted FROM gone;
 
     RETURN jsonb_build_object(
-        'stalled', stalls, 'resent', resent, 'deleted', deleted,
+        'stalled', stalls, 'timed_out', timeouts, 'resolved', resolved, 'resent', resent, 'deleted', deleted,
         'runs', coalesce((SELECT jsonb_agg(jsonb_build_object('workflow_class', c.workflow_class,
                                                                'status', c.status, 'count', c.n))
                           FROM (SELECT w.workflow_class, w.status, count(*) AS n FROM pgbus.workflows w
@@ -246,6 +347,7 @@ BEGIN
         'stuck', coalesce((SELECT jsonb_agg(jsonb_build_object('workflow_class', k.workflow_class,
                                                                 'reason', k.reason, 'count', k.n))
                            FROM (SELECT x.workflow_class, x.reason, count(*) AS n
-                                 FROM pgbus.workflow_stuck(stall_threshold) x GROUP BY 1, 2) k), '[]'));
+                                 FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) x
+                                 GROUP BY 1, 2) k), '[]'));
 END;
 $$;

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pgbus
 from pgbus.jobs import connection
 from pgbus.workflow import on_exception, register_subject, removed_step, step
-from tests.py.sample_jobs import mark
+from tests.py.sample_jobs import Poison, Record, mark
 
 
 @dataclasses.dataclass
@@ -198,3 +198,86 @@ class Introspect(pgbus.Workflow):
         logging.getLogger("tests.introspect").warning("inside the step")
         job = pgbus.current_job()
         self.output(msg_id=job.msg_id, read_ct=job.read_ct)
+
+
+class Order(pgbus.Workflow):
+    """Waiting steps: a fan-out to vendors (`vendors` jobs; the ones named in `poison` are
+    dead-lettered), a payment gate with a wait timeout, then shipping."""
+
+    @pgbus.fan_out(on_batch_failure="pause")
+    def notify_vendors(self, b):
+        mark("fan_out_body", str(self.workflow_id))
+        poison = set(self.arguments.get("poison", ()))
+        for i in range(self.arguments.get("vendors", 3)):
+            key = f"{self.workflow_id}:{i}"
+            b.add(Poison if i in poison else Record, key)
+
+    @step(
+        wait_for="payment_confirmed",
+        wait_timeout=timedelta(seconds=60),
+        on_timeout="pause",
+    )
+    def capture(self):
+        mark("capture", str(self.received_signal.payload["amount"]))
+        self.output(amount=self.received_signal.payload["amount"])
+
+    @step
+    def ship(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('shipped', %s)", (str(self.workflow_id),)
+        )
+
+
+class Gate(pgbus.Workflow):
+    """A gate that takes only a complete shipment; when its wait times out, the step runs."""
+
+    @step(
+        wait_for=pgbus.SignalMatcher("shipped", lambda payload: payload.get("complete", False)),
+        wait_timeout=timedelta(seconds=30),
+        on_timeout="run",
+    )
+    def shipped(self):
+        mark("shipped", "timed_out" if self.timed_out else str(self.received_signal.payload))
+        if self.arguments.get("fail_once") and self.attempt == 1:
+            raise RuntimeError("carrier API down")
+
+    @step
+    def done(self):
+        mark("done", str(self.workflow_id))
+
+
+class AnySignal:
+    """A matcher with no name: any signal whose payload has `ok` true."""
+
+    def matches(self, signal):
+        return bool(signal.payload.get("ok"))
+
+
+class Gates(pgbus.Workflow):
+    """Two gates: one with a nameless matcher, one skipping on timeout."""
+
+    @step(wait_for=AnySignal())
+    def anything(self):
+        mark("anything", self.received_signal.name)
+
+    @step(wait_for="approve", wait_timeout=timedelta(hours=1), on_timeout="skip")
+    def approval(self):
+        mark("approved", str(self.workflow_id))
+
+    @step
+    def after(self):
+        mark("after", str(self.workflow_id))
+
+
+class EmptyFanOut(pgbus.Workflow):
+    @pgbus.fan_out
+    def nothing(self, b):
+        if self.arguments.get("verb") == "skip":
+            self.skip(reason="nothing to do")
+        if self.arguments.get("raise"):
+            b.add(Record, "never")
+            raise ValueError("body failed after adding")
+
+    @step
+    def after(self):
+        mark("after", str(self.workflow_id))

@@ -172,9 +172,9 @@ CREATE FUNCTION pg_temp.marked(name text) RETURNS jsonb LANGUAGE sql AS $f$ SELE
 SELECT has_function('pgbus', 'workflow_command', ARRAY['uuid', 'text', 'text', 'text', 'jsonb'],
                     'pgbus.workflow_command(uuid, text, text, text, jsonb) exists');
 SELECT has_function('pgbus', 'workflow_available_actions', ARRAY['uuid'], 'pgbus.workflow_available_actions(uuid) exists');
-SELECT has_function('pgbus', 'workflow_stuck', ARRAY['interval', 'interval'], 'pgbus.workflow_stuck(interval, interval) exists');
-SELECT has_function('pgbus', 'workflow_sweep', ARRAY['interval', 'text', 'interval', 'interval'],
-                    'pgbus.workflow_sweep(interval, text, interval, interval) exists');
+SELECT has_function('pgbus', 'workflow_stuck', ARRAY['interval', 'interval', 'interval'], 'pgbus.workflow_stuck(interval, interval, interval) exists');
+SELECT has_function('pgbus', 'workflow_sweep', ARRAY['interval', 'text', 'interval', 'interval', 'interval', 'interval'],
+                    'pgbus.workflow_sweep(interval, text, interval, interval, interval, interval) exists');
 
 -------------------------------------------------------------------------------------------------
 -- Unknown verbs and runs.
@@ -485,17 +485,17 @@ SELECT results_eq(
     $$SELECT n, pgbus.workflow_available_actions(pg_temp.run(n))
       FROM unnest(ARRAY['aa_ready', 'aa_later', 'aa_running', 'aa_waiting', 'aa_paused', 'aa_finished', 'aa_cancelled']) WITH ORDINALITY u(n, i)
       ORDER BY i$$,
-    $$VALUES ('aa_ready', '{reschedule,pause,cancel}'::text[]),
-             ('aa_later', '{run_now,reschedule,pause,cancel}'),
-             ('aa_running', '{pause,cancel}'),
-             ('aa_waiting', '{pause,cancel}'),
-             ('aa_paused', '{resume,resume_at,cancel}'),
+    $$VALUES ('aa_ready', '{reschedule,signal,pause,cancel}'::text[]),
+             ('aa_later', '{run_now,reschedule,signal,pause,cancel}'),
+             ('aa_running', '{signal,pause,cancel}'),
+             ('aa_waiting', '{skip,signal,pause,cancel}'),
+             ('aa_paused', '{resume,resume_at,signal,cancel}'),
              ('aa_finished', '{rerun}'),
              ('aa_cancelled', '{rerun}')$$,
     'workflow_available_actions: per status; run_now only when the scheduled step is in the future');
-SELECT is(pgbus.workflow_available_actions(pg_temp.run('aa_ready')), '{reschedule,pause,cancel}'::text[],
+SELECT is(pgbus.workflow_available_actions(pg_temp.run('aa_ready')), '{reschedule,signal,pause,cancel}'::text[],
           'workflow_available_actions: a ready run whose step is due has no run_now');
-SELECT is(pgbus.workflow_available_actions(pg_temp.run('aa_later')), '{run_now,reschedule,pause,cancel}'::text[],
+SELECT is(pgbus.workflow_available_actions(pg_temp.run('aa_later')), '{run_now,reschedule,signal,pause,cancel}'::text[],
           'workflow_available_actions: a ready run whose step is later has run_now');
 SELECT is(pgbus.workflow_available_actions(gen_random_uuid()), '{}'::text[], 'workflow_available_actions: an unknown run has none');
 -- Each offered action is accepted (not refused as not_allowed).
@@ -575,7 +575,7 @@ SELECT set_eq(
 -- workflow_sweep (from no runs at all, so that its counts are exact; undone by the ROLLBACK)
 -------------------------------------------------------------------------------------------------
 DELETE FROM pgbus.workflows;
-SELECT is(pgbus.workflow_sweep(), '{"stalled": [], "resent": 0, "deleted": 0, "runs": [], "stuck": []}'::jsonb,
+SELECT is(pgbus.workflow_sweep(), '{"stalled": [], "timed_out": [], "resolved": 0, "resent": 0, "deleted": 0, "runs": [], "stuck": []}'::jsonb,
           'workflow_sweep: with no runs it does nothing and answers empty gauges');
 
 -- To stall: past the threshold; past its timeout; paused by an operator while running past the threshold.

@@ -144,8 +144,8 @@ SELECT has_function('pgbus', 'workflow_start', ARRAY['text', 'text', 'text', 'js
                     'pgbus.workflow_start(text, text, text, jsonb, text, text, uuid) exists');
 SELECT has_function('pgbus', 'workflow_begin_step', ARRAY['text', 'bigint', 'jsonb', 'text', 'text', 'text'],
                     'pgbus.workflow_begin_step(text, bigint, jsonb, text, text, text) exists');
-SELECT has_function('pgbus', 'workflow_end_step', ARRAY['bigint', 'text', 'jsonb', 'jsonb', 'interval', 'text'],
-                    'pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text) exists');
+SELECT has_function('pgbus', 'workflow_end_step', ARRAY['bigint', 'text', 'jsonb', 'jsonb', 'interval', 'text', 'bigint', 'jsonb', 'bigint'],
+                    'pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text, bigint, jsonb, bigint) exists');
 SELECT has_function('pgbus', 'read_jobs', ARRAY['text[]', 'integer', 'integer', 'text', 'text', 'text'],
                     'pgbus.read_jobs(text[], integer, integer, text, text, text) exists');
 SELECT is(pgbus.step_job_class(), 'pgbus.workflow:StepJob', 'step_job_class is pgbus.workflow:StepJob');

@@ -5,10 +5,10 @@
 -- status: the answer is not_allowed and nothing changes.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(223);
+SELECT plan(288);
 
 -------------------------------------------------------------------------------------------------
--- The expectation, written out: 6 statuses x (6 runner verbs + 7 outside verbs) = 78 rows;
+-- The expectation, written out: 6 statuses x (10 runner verbs + 9 outside verbs) = 114 rows;
 -- to_status NULL means refused.
 -------------------------------------------------------------------------------------------------
 CREATE TEMP TABLE t_expected (kind text, verb text, from_status text, to_status text,
@@ -51,6 +51,31 @@ INSERT INTO t_expected (kind, verb, from_status, to_status) VALUES
     ('runner',  'finished',   'paused',    'finished'),
     ('runner',  'finished',   'finished',  NULL),
     ('runner',  'finished',   'cancelled', NULL),
+    -- waiting steps: park / rewait at a gate or on a batch; wake, resolve from the signal or batch
+    ('runner',  'park',       'ready',     NULL),
+    ('runner',  'park',       'running',   'waiting'),
+    ('runner',  'park',       'waiting',   NULL),
+    ('runner',  'park',       'paused',    'paused'),
+    ('runner',  'park',       'finished',  NULL),
+    ('runner',  'park',       'cancelled', NULL),
+    ('runner',  'rewait',     'ready',     NULL),
+    ('runner',  'rewait',     'running',   'waiting'),
+    ('runner',  'rewait',     'waiting',   NULL),
+    ('runner',  'rewait',     'paused',    'paused'),
+    ('runner',  'rewait',     'finished',  NULL),
+    ('runner',  'rewait',     'cancelled', NULL),
+    ('runner',  'wake',       'ready',     NULL),
+    ('runner',  'wake',       'running',   NULL),
+    ('runner',  'wake',       'waiting',   'ready'),
+    ('runner',  'wake',       'paused',    NULL),
+    ('runner',  'wake',       'finished',  NULL),
+    ('runner',  'wake',       'cancelled', NULL),
+    ('runner',  'resolve',    'ready',     NULL),
+    ('runner',  'resolve',    'running',   NULL),
+    ('runner',  'resolve',    'waiting',   'ready'),
+    ('runner',  'resolve',    'paused',    NULL),
+    ('runner',  'resolve',    'finished',  NULL),
+    ('runner',  'resolve',    'cancelled', NULL),
     -- outside verbs, said by an operator, the app or an agent
     ('outside', 'pause',      'ready',     'paused'),
     ('outside', 'pause',      'running',   'paused'),
@@ -88,6 +113,18 @@ INSERT INTO t_expected (kind, verb, from_status, to_status) VALUES
     ('outside', 'reschedule', 'paused',    NULL),
     ('outside', 'reschedule', 'finished',  NULL),
     ('outside', 'reschedule', 'cancelled', NULL),
+    ('outside', 'skip',       'ready',     NULL),
+    ('outside', 'skip',       'running',   NULL),
+    ('outside', 'skip',       'waiting',   'ready'),
+    ('outside', 'skip',       'paused',    NULL),
+    ('outside', 'skip',       'finished',  NULL),
+    ('outside', 'skip',       'cancelled', NULL),
+    ('outside', 'signal',     'ready',     'ready'),
+    ('outside', 'signal',     'running',   'running'),
+    ('outside', 'signal',     'waiting',   'waiting'),
+    ('outside', 'signal',     'paused',    'paused'),
+    ('outside', 'signal',     'finished',  NULL),
+    ('outside', 'signal',     'cancelled', NULL),
     ('outside', 'rerun',      'ready',     NULL),
     ('outside', 'rerun',      'running',   NULL),
     ('outside', 'rerun',      'waiting',   NULL),
@@ -100,8 +137,10 @@ CREATE FUNCTION pg_temp.status_ord(s text) RETURNS integer LANGUAGE sql IMMUTABL
     SELECT array_position(ARRAY['ready', 'running', 'waiting', 'paused', 'finished', 'cancelled'], s)
 $f$;
 CREATE FUNCTION pg_temp.verb_ord(k text, v text) RETURNS integer LANGUAGE sql IMMUTABLE AS $f$
-    SELECT CASE k WHEN 'runner' THEN array_position(ARRAY['complete', 'skip', 'reattempt', 'pause', 'cancel', 'finished'], v)
-                  ELSE 10 + array_position(ARRAY['pause', 'cancel', 'resume', 'resume_at', 'run_now', 'reschedule', 'rerun'], v) END
+    SELECT CASE k WHEN 'runner' THEN array_position(ARRAY['complete', 'skip', 'reattempt', 'pause', 'cancel', 'finished',
+                                                                  'park', 'rewait', 'wake', 'resolve'], v)
+                  ELSE 20 + array_position(ARRAY['pause', 'cancel', 'resume', 'resume_at', 'run_now', 'reschedule',
+                                                 'skip', 'signal', 'rerun'], v) END
 $f$;
 
 -------------------------------------------------------------------------------------------------
@@ -114,7 +153,7 @@ SELECT has_function('pgbus', 'workflow_transition', ARRAY['text', 'text', 'text'
                     'pgbus.workflow_transition(text, text, text) exists');
 SELECT function_returns('pgbus', 'workflow_transition', ARRAY['text', 'text', 'text'], 'text',
                         'pgbus.workflow_transition returns text');
-SELECT is((SELECT count(*) FROM t_expected), 78::bigint, 'the expectation covers 6 statuses x 13 verbs = 78 cases');
+SELECT is((SELECT count(*) FROM t_expected), 114::bigint, 'the expectation covers 6 statuses x 19 verbs = 114 cases');
 
 -------------------------------------------------------------------------------------------------
 -- The whole table at once.
@@ -140,7 +179,7 @@ SELECT is((SELECT count(*) FROM pgbus.workflow_transitions
           0::bigint, 'workflow_transitions names only statuses a run can have');
 
 -------------------------------------------------------------------------------------------------
--- Each case on its own (78 tests).
+-- Each case on its own (114 tests).
 -------------------------------------------------------------------------------------------------
 SELECT is(pgbus.workflow_transition(kind, verb, from_status), to_status,
           format('workflow_transition(%s, %s, %s) is %s', kind, verb, from_status, coalesce(to_status, 'NULL (refused)')))
@@ -168,12 +207,14 @@ $f$;
 CREATE FUNCTION pg_temp.status_of(status text) RETURNS text LANGUAGE sql AS $f$
     SELECT w.status FROM pgbus.workflows w WHERE w.workflow_id = pg_temp.run($1)
 $f$;
--- Registers class/queue 't_wft_<status>' with steps a, b and starts a run of it.
+-- Registers class/queue 't_wft_<status>' with steps a (a gate for signal "go"), b and starts a
+-- run of it.
 CREATE FUNCTION pg_temp.start(status text) RETURNS uuid LANGUAGE plpgsql AS $f$
 DECLARE
     id uuid;
 BEGIN
-    PERFORM pgbus.workflow_register('t_wft_' || status, '[{"name": "a", "wait": 0}, {"name": "b", "wait": 0}]',
+    PERFORM pgbus.workflow_register('t_wft_' || status,
+                                    '[{"name": "a", "wait": 0, "wait_for": "go"}, {"name": "b", "wait": 0}]',
                                     'd1', 't_wft_' || status);
     SELECT s.workflow_id INTO id FROM pgbus.workflow_start('t_wft_' || status, arguments => '{"n": 1}') s;
     INSERT INTO t_runs VALUES (start.status, id);
@@ -239,9 +280,9 @@ SELECT isnt(pg_temp.start('ready'), NULL, 'setup: a ready run');
 -- running: its first step read by a worker.
 SELECT isnt(pg_temp.start('running'), NULL, 'setup: a run to be running');
 SELECT isnt(pg_temp.begin('running'), NULL, 'setup: its first step begun');
--- waiting: no function parks a run at a gate yet; set the status directly.
+-- waiting: its first step parked at its gate.
 SELECT isnt(pg_temp.start('waiting'), NULL, 'setup: a run to be waiting');
-UPDATE pgbus.workflows SET status = 'waiting' WHERE workflow_id = pg_temp.run('waiting');
+SELECT is(pgbus.workflow_end_step(pg_temp.begin('waiting'), 'park') ->> 'status', 'waiting', 'setup: the run waits');
 -- paused: paused by an operator while its step was scheduled.
 SELECT isnt(pg_temp.start('paused'), NULL, 'setup: a run to be paused');
 SELECT is(pgbus.workflow_command(pg_temp.run('paused'), 'pause') ->> 'ok', 'true', 'setup: the run paused');
@@ -265,7 +306,7 @@ DO $d$ BEGIN
     ORDER BY pg_temp.verb_ord(kind, verb), pg_temp.status_ord(from_status);
 END $d$;
 
-SELECT is((SELECT count(*) FROM t_refusals), 29::bigint, 'the expectation refuses 29 (outside verb, status) cases');
+SELECT is((SELECT count(*) FROM t_refusals), 36::bigint, 'the expectation refuses 36 (outside verb, status) cases');
 SELECT is(answer, jsonb_build_object('ok', false, 'code', 'not_allowed', 'status', status),
           format('workflow_command(%s) on a %s run answers not_allowed with status %s', verb, status, status))
 FROM t_refusals ORDER BY pg_temp.verb_ord('outside', verb), pg_temp.status_ord(status);
