@@ -122,7 +122,7 @@ def test_start_joins_the_callers_transaction(db_url, users):
 
 def test_arguments_are_read_only_and_capped(users):
     pgbus.configure(workflow_max_payload_size=300)
-    with pytest.raises(PayloadTooLarge, match="workflow_max_payload_size is 300"):
+    with pytest.raises(PayloadTooLarge, match=r"more than workflow_max_payload_size \(300\)"):
         ThreeSteps.start(n="x" * 400)
     assert users.execute("SELECT count(*) FROM pgbus.workflows").fetchone()[0] == 0
 
@@ -260,9 +260,9 @@ def test_removed_step_is_skipped_and_unknown_step_pauses(users):
 
 def test_outside_verbs_and_refusals(users, events):
     run = ThreeSteps.start(n="ops")
-    assert run.available_actions() == ["reschedule", "pause", "cancel"]
+    assert run.available_actions() == ["reschedule", "signal", "pause", "cancel"]
     assert run.pause(actor="dashboard:alice", reason="maintenance") == "paused"
-    assert run.available_actions() == ["resume", "resume_at", "cancel"]
+    assert run.available_actions() == ["resume", "resume_at", "signal", "cancel"]
     with pytest.raises(WorkflowRefused) as refused:
         run.pause()
     assert (refused.value.code, refused.value.status) == ("not_allowed", "paused")
