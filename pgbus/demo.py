@@ -4,7 +4,9 @@ whose progress prints once a second.
 The workload: welcome mails (quick), thumbnails (slower), card charges that fail now and then
 and retry (one poison charge ends in the dead letter queue), a nightly-report batch whose
 callback runs when its members are done; and workflows: signups that wait between steps, and
-orders whose payment step fails, pauses the run, and is resumed by the demo a moment later.
+orders that fan out to their vendors (one batch), whose payment step fails, pauses the run and
+is resumed by the demo a moment later, and that then wait at a gate for the payment provider's
+signal, which the demo sends as a webhook would.
 """
 
 from __future__ import annotations
@@ -82,18 +84,35 @@ class SignupWorkflow(pgbus.Workflow):
         pass
 
 
+class NotifyVendor(pgbus.Job):
+    def perform(self, order_id: int, vendor: str) -> None:
+        time.sleep(random.uniform(0.05, 0.2))
+
+
 class OrderWorkflow(pgbus.Workflow):
-    """Its payment times out on the first try: the run pauses until someone resumes it."""
+    """Fans out to three vendors; its payment times out on the first try (the run pauses until
+    someone resumes it); then it waits for the provider's payment_confirmed signal."""
 
     @pgbus.step
     def reserve(self):
         self.output(reserved=True)
+
+    @pgbus.fan_out
+    def notify_vendors(self, b):
+        for vendor in ("warehouse", "courier", "invoicing"):
+            b.add(NotifyVendor, self.arguments["order"], vendor)
 
     @pgbus.step
     def charge(self):
         if self.attempt == 1:
             raise TimeoutError("payment gateway timed out")
         self.output(charge_id=f"ch_{self.workflow_id.hex[:8]}")
+
+    @pgbus.step(
+        wait_for="payment_confirmed", wait_timeout=timedelta(minutes=1), on_timeout="cancel"
+    )
+    def capture(self):
+        self.output(amount=self.received_signal.payload["amount"])
 
     @pgbus.step
     def receipt(self):
@@ -125,6 +144,21 @@ def resume_paused_orders(conn: psycopg.Connection) -> int:
             actor="demo", reason="gateway is back"
         )
     return len(paused)
+
+
+def confirm_payments(conn: psycopg.Connection) -> int:
+    """The payment provider's webhook: one signal per order waiting at its gate."""
+    waiting = conn.execute(
+        "SELECT w.workflow_id FROM pgbus.workflows w JOIN pgbus.workflow_steps s"
+        " ON s.step_id = w.current_step_id WHERE w.status = 'waiting' AND s.wait_for IS NOT NULL"
+        " AND w.workflow_class = %s AND s.waiting_since < now() - interval '1 second'",
+        (OrderWorkflow.workflow_name,),
+    ).fetchall()
+    for (workflow_id,) in waiting:
+        pgbus.workflow.WorkflowRun(workflow_id, OrderWorkflow.workflow_name).signal(
+            "payment_confirmed", {"amount": 42}, idempotency_key=f"evt_{workflow_id}", actor="psp"
+        )
+    return len(waiting)
 
 
 def progress(conn: psycopg.Connection) -> str:
@@ -174,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
                     print(
                         f"  resumed {resumed} paused order workflow(s): gateway is back", flush=True
                     )
+                confirmed = confirm_payments(conn)
+                if confirmed:
+                    print(f"  signalled payment_confirmed to {confirmed} order(s)", flush=True)
                 print(f"[{time.monotonic() - started:5.1f}s] {progress(conn)}", flush=True)
                 time.sleep(1)
     except KeyboardInterrupt:

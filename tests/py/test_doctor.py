@@ -66,7 +66,7 @@ def test_dev_server_script_without_postgresql():
 
 
 def test_demo_runs_jobs_through_real_processes(db_url):
-    r = run_pgbus("demo", "--seconds", "8", env={"PGBUS_DATABASE_URL": db_url}, timeout=90)
+    r = run_pgbus("demo", "--seconds", "10", env={"PGBUS_DATABASE_URL": db_url}, timeout=90)
     assert r.returncode == 0, r.stderr
     assert "started the supervisor" in r.stdout
     import re
@@ -75,4 +75,5 @@ def test_demo_runs_jobs_through_real_processes(db_url):
     assert int(re.search(r"done (\d+)", last).group(1)) > 0, r.stdout
     assert re.search(r"workflows: .*finished \d+", last), r.stdout
     assert "worker x2" in r.stdout and "dispatcher x1" in r.stdout
+    assert "resumed" in r.stdout and "signalled payment_confirmed" in r.stdout, r.stdout
     assert r.stdout.strip().endswith("demo stopped")
