@@ -18,6 +18,19 @@ BEGIN
         RAISE EXCEPTION 'pgbus: workflow steps are [{"name": ...}, ...], got %', steps
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF EXISTS (
+        SELECT 1 FROM jsonb_array_elements(steps) s
+        WHERE (s ? 'wait_for' AND (coalesce(btrim(s ->> 'wait_for'), '') = '' OR length(s ->> 'wait_for') > 255))
+           OR coalesce(s ->> 'on_timeout', 'pause') NOT IN ('pause', 'cancel', 'skip', 'run')
+           OR coalesce(s ->> 'on_batch_failure', 'pause') NOT IN ('pause', 'cancel', 'skip')
+           OR (s ? 'wait_timeout' AND NOT (s ? 'wait_for' OR s ? 'fan_out'))
+           OR (s ? 'fan_out' AND (s ? 'wait_for' OR s ->> 'on_timeout' = 'run'))
+    ) THEN
+        RAISE EXCEPTION 'pgbus: a waiting step has a wait_for of 1-255 characters or is a fan_out, '
+                        'on_timeout pause, cancel, skip or run (not run for a fan_out), on_batch_failure '
+                        'pause, cancel or skip; got %', steps
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- Every queue its steps use exists from now on, so scheduling a step can send right away.
     PERFORM pgbus.ensure_queue(q)
     FROM (SELECT queue AS q UNION SELECT s ->> 'queue' FROM jsonb_array_elements(steps) s

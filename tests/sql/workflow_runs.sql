@@ -4,7 +4,7 @@
 -- events each writes.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(249);
+SELECT plan(257);
 
 -------------------------------------------------------------------------------------------------
 -- Helpers. Every scenario has its own class and queue ('t_wfr_<name>') so that reading one
@@ -196,6 +196,25 @@ SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a"}]'
                  'workflow_register: refuses an invalid queue name');
 SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a"}]', 'd1', NULL)$$, '22023', NULL,
                  'workflow_register: refuses a NULL queue');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a", "wait_for": " "}]', 'd1', 't_wfr_bad')$$,
+                 '22023', NULL, 'workflow_register: refuses a blank wait_for');
+SELECT throws_ok(format($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a", "wait_for": "%s"}]', 'd1', 't_wfr_bad')$$,
+                        repeat('s', 256)),
+                 '22023', NULL, 'workflow_register: refuses a wait_for longer than 255 characters');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a", "wait_for": "go", "wait_timeout": 5, "on_timeout": "explode"}]', 'd1', 't_wfr_bad')$$,
+                 '22023', NULL, 'workflow_register: refuses an unknown on_timeout');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a", "fan_out": true, "on_batch_failure": "reattempt"}]', 'd1', 't_wfr_bad')$$,
+                 '22023', NULL, 'workflow_register: refuses an unknown on_batch_failure');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a", "wait_timeout": 5}]', 'd1', 't_wfr_bad')$$,
+                 '22023', NULL, 'workflow_register: refuses a wait_timeout on a step that never waits');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a", "fan_out": true, "wait_timeout": 5, "on_timeout": "run"}]', 'd1', 't_wfr_bad')$$,
+                 '22023', NULL, 'workflow_register: refuses on_timeout run for a fan_out');
+SELECT throws_ok($$SELECT pgbus.workflow_register('t_wfr_bad', '[{"name": "a", "fan_out": true, "wait_for": "go"}]', 'd1', 't_wfr_bad')$$,
+                 '22023', NULL, 'workflow_register: refuses a fan_out that is also a signal gate');
+SELECT lives_ok($$SELECT pgbus.workflow_register('t_wfr_gate_opts', '[{"name": "a", "wait_for": "go", "wait_timeout": 5, "on_timeout": "run"},
+                                                                  {"name": "b", "fan_out": true, "on_batch_failure": "skip", "wait_timeout": 9, "on_timeout": "cancel"}]',
+                                                 'd1', 't_wfr_gate_opts')$$,
+                'workflow_register: accepts a signal gate and a fan_out with their options');
 SELECT is((SELECT count(*) FROM pgbus.workflow_definitions WHERE workflow_class = 't_wfr_bad'), 0::bigint,
           'workflow_register: refused definitions are not stored');
 
