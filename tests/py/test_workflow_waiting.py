@@ -327,3 +327,22 @@ def test_instrumentation_of_signals_and_wait_timeouts(users, events):
         "ready",
     )
     assert gate.status() == "ready"
+
+
+def test_the_woken_step_goes_out_only_when_the_signals_transaction_commits(users, conn):
+    run = Order.start(User(1), vendors=0)
+    perform_next_step(run)
+    assert perform_next_step(run) == "waiting"
+    queue = run.steps()[-1]["queue"]
+
+    def visible() -> int:
+        return conn.execute(
+            f"SELECT count(*) FROM pgmq.q_{queue} WHERE vt <= now()"
+            " AND message ->> 'job_class' = 'pgbus.workflow:StepJob'"
+        ).fetchone()[0]
+
+    with psycopg.connect(pgbus.settings().dsn()) as c:
+        assert run.signal("payment_confirmed", {"amount": 1}, conn=c).woke
+        assert (visible(), run.status()) == (0, "waiting")  # seen from outside: nothing yet
+        c.commit()
+    assert (visible(), run.status()) == (1, "ready")
