@@ -281,3 +281,24 @@ class EmptyFanOut(pgbus.Workflow):
     @step
     def after(self):
         mark("after", str(self.workflow_id))
+
+
+class BriefGate(pgbus.Workflow):
+    """A gate whose wait times out after 3 s and pauses the run (end-to-end timing tests)."""
+
+    @step(wait_for="go", wait_timeout=timedelta(seconds=3), on_timeout="pause")
+    def approve(self):
+        mark("approved", str(self.workflow_id))
+
+    @step
+    def after(self):
+        mark("after", str(self.workflow_id))
+
+
+class FanOutOnly(pgbus.Workflow):
+    """One fan-out step of `members` Record jobs and nothing after: resolving it finishes the run."""
+
+    @pgbus.fan_out
+    def members(self, b):
+        for i in range(self.arguments.get("members", 2)):
+            b.add(Record, f"{self.workflow_id}:{i}")
