@@ -153,8 +153,9 @@ END;
 $$;
 
 -- Whether what a waiting step waits for came meanwhile (after it parked, or while its run was
--- paused): a pending signal for its gate newer than `seen_signal` wakes it, a finished (or
--- gone) batch resolves it. Returns the run's status.
+-- paused): a pending signal for its gate newer than `seen_signal` wakes it, as does a wait that
+-- timed out with on_timeout 'run'; a finished (or gone) batch resolves it. Returns the run's
+-- status.
 CREATE OR REPLACE FUNCTION pgbus.workflow_settle_wait(
     run pgbus.workflows, attempt pgbus.workflow_steps, seen_signal bigint, actor text
 ) RETURNS text
@@ -164,6 +165,8 @@ DECLARE
 BEGIN
     IF attempt.batch_id IS NOT NULL THEN
         RETURN coalesce(pgbus.workflow_resolve(run, attempt, actor), 'waiting');
+    ELSIF attempt.timed_out THEN
+        RETURN pgbus.workflow_wake(run, attempt, actor, jsonb_build_object('timed_out', true));
     END IF;
     SELECT g.signal_id INTO signal FROM pgbus.workflow_signals g
     WHERE g.workflow_id = run.workflow_id AND g.status = 'pending'

@@ -66,6 +66,11 @@ BEGIN
     SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = run.current_step_id;
 
     IF verb = 'pause' THEN
+        IF attempt.status = 'scheduled' AND attempt.waiting_since IS NOT NULL THEN
+            -- Woken but not yet run: it waits again (resume wakes it once more).
+            PERFORM pgmq.delete(attempt.queue, attempt.msg_id);
+            UPDATE pgbus.workflow_steps SET status = 'waiting' WHERE step_id = attempt.step_id;
+        END IF;
         PERFORM pgbus.workflow_supersede(attempt.step_id);
         -- A waiting step's clock stops: time spent paused does not count against its wait.
         UPDATE pgbus.workflow_steps
@@ -92,6 +97,7 @@ BEGIN
             UPDATE pgbus.workflow_steps
             SET wait_deadline = clock_timestamp() + wait_remaining, wait_remaining = NULL
             WHERE step_id = attempt.step_id AND wait_remaining IS NOT NULL;
+            SELECT * INTO run FROM pgbus.workflows w WHERE w.workflow_id = run.workflow_id;
             SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = run.current_step_id;
             new_status := pgbus.workflow_settle_wait(run, attempt, NULL, actor);
         ELSIF attempt.status IN ('completed', 'skipped') THEN

