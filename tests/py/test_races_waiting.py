@@ -539,3 +539,95 @@ def test_skip_against_signal_on_a_waiting_run(db_url, queue_ready):
         assert step_messages(conn) == [current["msg_id"]] and due_soon(conn, current["msg_id"])
         run.cancel()
     assert orders
+
+
+# -- the dispatcher's sweep against a signal, and against a late callback -------------------
+
+SWEEP = "SELECT pgbus.workflow_sweep()"
+
+
+def test_the_sweep_timing_out_a_wait_races_its_signal(db_url, queue_ready):
+    """Woken by the signal, or timed out (paused, WaitTimedOut) with the signal left pending:
+    never both."""
+    conn = queue_ready
+    endings = set()
+    rng = random.Random(11)
+    for n in range(ROUNDS):
+        run = at_gate(conn)
+        assert perform_next_step(run) == "waiting"
+        conn.execute(
+            "UPDATE pgbus.workflow_steps SET wait_deadline = now() - interval '1 second'"
+            " WHERE step_id = %s",
+            (current_attempt(run)["step_id"],),
+        )
+        delay = rng.uniform(-0.02, 0.02)
+
+        def sweep(c, delay=delay):
+            threading.Event().wait(max(-delay, 0))
+            return c.execute(SWEEP).fetchone()[0]
+
+        def deliver(c, run=run, n=n, delay=delay):
+            threading.Event().wait(max(delay, 0))
+            return c.execute(SIGNAL, (run.workflow_id, payment(n))).fetchone()[0]
+
+        swept, delivery = race_calls(db_url, [sweep, deliver])
+        timed_out = [t for t in swept["timed_out"] if t["workflow_id"] == str(run.workflow_id)]
+        events = names(run)
+        [signal] = run.signals()
+        attempt = current_attempt(run)
+        assert not ("step_woken" in events and "wait_timed_out" in events), events
+        if delivery["woke"]:
+            endings.add("woken")
+            assert timed_out == [] and "wait_timed_out" not in events
+            assert check_no_lost_wake_up(conn, run, f"round {n}") == "woken"
+            continue
+        endings.add("timed out")
+        assert [t["status"] for t in timed_out] == ["paused"], swept
+        assert (delivery["status"], run.status(), signal["status"]) == (
+            "paused",
+            "paused",
+            "pending",
+        )
+        assert (attempt["status"], attempt["error_class"]) == (
+            "failed",
+            "pgbus.workflow.WaitTimedOut",
+        )
+        assert events.count("wait_timed_out") == 1 and "step_woken" not in events
+        assert step_messages(conn) == []
+        run.cancel()
+    assert endings
+
+
+def test_the_sweep_repairing_a_fan_out_races_its_late_callback(db_url, queue_ready):
+    """A batch finished long ago whose callback comes only now, while the sweep repairs it:
+    the step resolves once, the run finishes once."""
+    conn = queue_ready
+    winners = set()
+    for _ in range(ROUNDS):
+        run, attempt, last = fan_out_waiting(conn)
+        last_member_succeeds(conn, last)
+        conn.execute(
+            "UPDATE pgbus.batches SET finished_at = finished_at - interval '2 minutes'"
+            " WHERE batch_id = %s",
+            (attempt["batch_id"],),
+        )
+        swept, callback = race(db_url, [(SWEEP, ()), (FAN_OUT_FINISHED, (attempt["step_id"],))])
+        events = names(run)
+        assert run.status() == "finished"
+        assert events.count("fan_out_finished") == 1 and events.count("finished") == 1
+        assert events.count("step_completed") == 1
+        [step] = run.steps()
+        assert (step["status"], step["outcome"]) == ("completed", "resolve")
+        if callback["ok"]:
+            winners.add("callback")
+            assert swept["resolved"] == 0 and "fan_out_repaired" not in events
+        else:
+            winners.add("sweep")
+            assert (callback["code"], callback["status"]) == ("stale", "finished")
+            assert swept["resolved"] == 1 and events.count("fan_out_repaired") == 1
+        conn.execute(
+            "DELETE FROM pgmq.q_pgbus_workflows WHERE message ->> 'job_class' = %s",
+            (CALLBACK_CLASS,),
+        )
+        assert step_messages(conn) == []
+    assert winners
