@@ -61,7 +61,7 @@ $$;
 -- Opens the fan-out batch of `attempt` from the body's jobs ([{"queue", "job_class",
 -- "arguments", "run_at"}, ...]): one batch described "Class#step workflow_id" whose on_complete
 -- is the BatchFinishedJob, the members enqueued into it (one statement per queue, class and
--- time). Returns the batch's id; an empty batch is finished already.
+-- time). Returns the batch's id; an empty batch is finished already, and has no callback.
 CREATE OR REPLACE FUNCTION pgbus.workflow_open_fan_out(
     run pgbus.workflows, attempt pgbus.workflow_steps, jobs jsonb
 ) RETURNS uuid
@@ -81,7 +81,9 @@ BEGIN
     batch := pgbus.batch_open(
         format('%s#%s %s', run.workflow_class, attempt.step_name, run.workflow_id),
         jsonb_build_object('workflow_id', run.workflow_id, 'step_id', attempt.step_id),
-        jsonb_build_object('job_class', pgbus.workflow_batch_job_class(), 'queue', attempt.queue));
+        -- An empty batch is resolved by the park itself: no callback to send.
+        CASE WHEN jsonb_array_length(jobs) > 0
+             THEN jsonb_build_object('job_class', pgbus.workflow_batch_job_class(), 'queue', attempt.queue) END);
     FOR g IN
         SELECT j ->> 'queue' AS queue, j ->> 'job_class' AS job_class,
                (j ->> 'run_at')::timestamptz AS run_at, array_agg(j -> 'arguments' ORDER BY i) AS arguments

@@ -8,7 +8,7 @@
 -- workflow_stuck 'waiting_overdue' and workflow_available_actions.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(352);
+SELECT plan(354);
 
 -------------------------------------------------------------------------------------------------
 -- Helpers. Every scenario has its own class and queue ('t_wfw_<name>') so that reading one
@@ -878,6 +878,11 @@ SELECT results_eq($$SELECT s.status, s.outcome, b.total_jobs, b.status FROM pgbu
                   $$VALUES ('completed'::text, 'resolve'::text, 0, 'finished'::text)$$,
                   'an empty fan-out: the attempt completed (resolve) on an empty, finished batch');
 SELECT is(pg_temp.attempts('fo_empty'), 'notify#1:completed,ship#1:scheduled', 'an empty fan-out: the next step is scheduled');
+SELECT is((SELECT b.on_complete FROM pgbus.workflow_steps s JOIN pgbus.batches b USING (batch_id)
+           WHERE s.step_id = pg_temp.id('fo_empty_a')), NULL, 'an empty fan-out: its batch has no callback');
+SELECT is((SELECT count(*) FROM pg_temp.queue_messages('t_wfw_fo_empty') m
+           WHERE m ->> 'job_class' = 'pgbus.workflow:BatchFinishedJob'), 0::bigint,
+          'an empty fan-out: no BatchFinishedJob is sent');
 SELECT is(pg_temp.events('fo_empty', pg_temp.id('fo_empty_ev')), 'fan_out_opened,step_waiting,fan_out_finished,step_completed,step_scheduled',
           'an empty fan-out: events opened, waiting, finished, completed, scheduled');
 
