@@ -210,7 +210,7 @@ BEGIN
     SET status = 'waiting', outcome = verb, wait_for = step ->> 'wait_for', batch_id = batch,
         waiting_since = coalesce(waiting_since, clock_timestamp()),
         wait_deadline = CASE WHEN run.status = 'paused' THEN NULL ELSE deadline END,
-        wait_remaining = CASE WHEN run.status = 'paused'
+        wait_remaining = CASE WHEN run.status = 'paused' AND deadline IS NOT NULL
                               THEN greatest(deadline - clock_timestamp(), interval '0') END,
         signal_id = attempt.signal_id
     WHERE step_id = attempt.step_id

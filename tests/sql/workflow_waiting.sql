@@ -8,7 +8,7 @@
 -- workflow_stuck 'waiting_overdue' and workflow_available_actions.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(354);
+SELECT plan(358);
 
 -------------------------------------------------------------------------------------------------
 -- Helpers. Every scenario has its own class and queue ('t_wfw_<name>') so that reading one
@@ -355,6 +355,15 @@ SELECT results_eq($$SELECT status, wait_deadline, wait_remaining FROM pgbus.work
                   $$VALUES ('waiting'::text, NULL::timestamptz, NULL::interval)$$, 'park without wait_timeout: no deadline');
 SELECT is((pg_temp.ev('gate_forever', 'step_waiting')).details, '{"step": "capture", "verb": "park", "wait_for": "paid"}'::jsonb,
           'park without wait_timeout: step_waiting has no deadline');
+-- ... and parked while its run was paused, it still has none after resume.
+DO $d$ BEGIN PERFORM pg_temp.go('forever_paused', '[{"name": "capture", "wait_for": "paid"}]');
+             PERFORM pg_temp.cmd('forever_paused', 'pause'); END $d$;
+SELECT is(pg_temp.park('forever_paused') ->> 'status', 'paused', 'park without wait_timeout on a paused run: paused');
+SELECT results_eq($$SELECT wait_deadline, wait_remaining FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('forever_paused')$$,
+                  $$VALUES (NULL::timestamptz, NULL::interval)$$, 'park without wait_timeout on a paused run: nothing remaining');
+SELECT is(pg_temp.cmd('forever_paused', 'resume') ->> 'status', 'waiting', 'park without wait_timeout, resumed: waiting');
+SELECT is((SELECT wait_deadline FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('forever_paused')), NULL,
+          'park without wait_timeout, resumed: still no deadline');
 
 -- A step with neither a gate nor a fan-out cannot park.
 DO $d$ BEGIN PERFORM pg_temp.go('no_gate', '[{"name": "a"}]'); END $d$;
