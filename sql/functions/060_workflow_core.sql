@@ -43,37 +43,47 @@ BEGIN
 END;
 $$;
 
+-- (PL/pgSQL rather than SQL here and in the helpers below: a SQL function's body is parsed
+-- and planned again on every call, a PL/pgSQL one's plans are kept for the session, and
+-- these run several times per step.)
 CREATE OR REPLACE FUNCTION pgbus.workflow_event(
     run uuid, event text, step bigint DEFAULT NULL, actor text DEFAULT NULL,
     reason text DEFAULT NULL, details jsonb DEFAULT '{}'
 ) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO pgbus.workflow_events (workflow_id, step_id, event, actor, reason, details)
-    VALUES (run, step, event, actor, nullif(btrim(reason), ''), coalesce(details, '{}'))
+    VALUES (run, step, event, actor, nullif(btrim(reason), ''), coalesce(details, '{}'));
+END;
 $$;
 
 -- The definition's entry for a step, or NULL when the class does not know it.
 CREATE OR REPLACE FUNCTION pgbus.workflow_step_definition(workflow_class text, step_name text)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT s FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) s
-    WHERE d.workflow_class = workflow_step_definition.workflow_class AND s ->> 'name' = step_name
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT s FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) s
+            WHERE d.workflow_class = workflow_step_definition.workflow_class AND s ->> 'name' = step_name);
+END;
 $$;
 
 -- The first step after `after_step` (the first step when NULL) that is not a gravestone, or
 -- NULL when there is none.
 CREATE OR REPLACE FUNCTION pgbus.workflow_next_step(workflow_class text, after_step text)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    WITH ordered AS (
-        SELECT s, i FROM pgbus.workflow_definitions d,
-               jsonb_array_elements(d.steps) WITH ORDINALITY AS t(s, i)
-        WHERE d.workflow_class = workflow_next_step.workflow_class
-    )
-    SELECT o.s FROM ordered o
-    WHERE o.i > coalesce((SELECT p.i FROM ordered p WHERE p.s ->> 'name' = after_step), 0)
-      AND NOT coalesce((o.s ->> 'removed')::boolean, false)
-    ORDER BY o.i LIMIT 1
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        WITH ordered AS (
+            SELECT s, i FROM pgbus.workflow_definitions d,
+                   jsonb_array_elements(d.steps) WITH ORDINALITY AS t(s, i)
+            WHERE d.workflow_class = workflow_next_step.workflow_class
+        )
+        SELECT o.s FROM ordered o
+        WHERE o.i > coalesce((SELECT p.i FROM ordered p WHERE p.s ->> 'name' = after_step), 0)
+          AND NOT coalesce((o.s ->> 'removed')::boolean, false)
+        ORDER BY o.i LIMIT 1);
+END;
 $$;
 
 -- Schedules an attempt of `step` at `at`: the attempt row, its StepJob message (visible at
@@ -83,23 +93,25 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_schedule_step(
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
-    queue text := coalesce(step ->> 'queue',
-                           (SELECT d.queue FROM pgbus.workflow_definitions d
-                            WHERE d.workflow_class = run.workflow_class));
+    queue text := step ->> 'queue';
     attempt_no integer;
     -- The id first, so the message can name it and the row is written once.
-    id bigint := nextval(pg_get_serial_sequence('pgbus.workflow_steps', 'step_id'));
+    id bigint := nextval('pgbus.workflow_steps_step_id_seq');
     msg bigint;
 BEGIN
+    IF queue IS NULL THEN
+        SELECT d.queue INTO queue FROM pgbus.workflow_definitions d WHERE d.workflow_class = run.workflow_class;
+    END IF;
     SELECT coalesce(max(s.attempt), 0) + 1 INTO attempt_no
     FROM pgbus.workflow_steps s WHERE s.workflow_id = run.workflow_id AND s.step_name = step ->> 'name';
     -- The queue exists (workflow_register created it): send straight to PGMQ.
+    -- (The four-argument send: the three-argument one is a SQL wrapper around it.)
     msg := pgmq.send(queue,
                      pgbus.job_envelope(queue, pgbus.step_job_class(),
                                         jsonb_build_object('kwargs', jsonb_build_object(
                                             'workflow_id', run.workflow_id, 'step_id', id)),
                                         CASE WHEN at > clock_timestamp() THEN at END, NULL),
-                     greatest(at, clock_timestamp()));
+                     NULL::jsonb, greatest(at, clock_timestamp()));
     INSERT INTO pgbus.workflow_steps (step_id, workflow_id, step_name, attempt, queue, msg_id,
                                       scheduled_at, timeout)
     OVERRIDING SYSTEM VALUE
