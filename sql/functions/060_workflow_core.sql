@@ -203,7 +203,7 @@ BEGIN
     IF subject_id IS NOT NULL THEN
         SELECT w.workflow_id INTO existing FROM pgbus.workflows w
         WHERE w.workflow_class = workflow_start.workflow_class AND w.subject_type = workflow_start.subject_type
-          AND w.subject_id = workflow_start.subject_id AND w.status IN ('ready', 'running', 'waiting', 'paused');
+          AND w.subject_id = workflow_start.subject_id AND w.ended_at IS NULL;  -- ongoing
         IF FOUND THEN
             RAISE EXCEPTION 'pgbus: % already has an ongoing run for % %', workflow_class, subject_type, subject_id
                 USING ERRCODE = 'PB409', DETAIL = existing::text;

@@ -169,10 +169,11 @@ LANGUAGE sql STABLE AS $$
                 ELSE s.scheduled_at END
     FROM pgbus.workflows w
     LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
-    WHERE w.status = 'paused'
-       OR (w.status = 'running' AND s.status = 'running'
-           AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
-       OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
+    WHERE w.ended_at IS NULL  -- (ongoing: lets the planner use workflows_ongoing_idx)
+      AND (w.status = 'paused'
+           OR (w.status = 'running' AND s.status = 'running'
+               AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
+           OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after))
 $$;
 
 -- The dispatcher's workflow duty, one call (pg_cron can run it): stalls attempts running past
@@ -200,6 +201,9 @@ BEGIN
         FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
         WHERE w.status IN ('running', 'paused') AND s.status = 'running'
           AND s.started_at < now() - coalesce(s.timeout, stall_threshold)
+          -- (True of every running attempt: they let the planner start from the open attempts,
+          -- through workflow_steps_open_idx, and find each one's run by its key.)
+          AND s.ended_at IS NULL AND w.workflow_id = s.workflow_id
         ORDER BY s.started_at
         FOR UPDATE OF w SKIP LOCKED
     LOOP
@@ -213,6 +217,7 @@ BEGIN
         SELECT w AS run, s AS attempt
         FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
         WHERE w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - resend_after
+          AND s.ended_at IS NULL AND w.workflow_id = s.workflow_id  -- (as above)
         FOR UPDATE OF w SKIP LOCKED
     LOOP
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM pgmq.%I WHERE msg_id = $1)',
@@ -241,7 +246,7 @@ BEGIN
         'runs', coalesce((SELECT jsonb_agg(jsonb_build_object('workflow_class', c.workflow_class,
                                                                'status', c.status, 'count', c.n))
                           FROM (SELECT w.workflow_class, w.status, count(*) AS n FROM pgbus.workflows w
-                                WHERE w.status IN ('ready', 'running', 'waiting', 'paused')
+                                WHERE w.ended_at IS NULL  -- ongoing
                                 GROUP BY 1, 2) c), '[]'),
         'stuck', coalesce((SELECT jsonb_agg(jsonb_build_object('workflow_class', k.workflow_class,
                                                                 'reason', k.reason, 'count', k.n))
