@@ -3,4 +3,4 @@
 from pgbus.migrate import schema_step
 
 steps = [schema_step("0005_waiting_steps.sql")]
-__depends__ = {"0003_workflows"}
+__depends__ = {"0004_workflow_hot_path"}

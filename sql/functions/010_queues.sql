@@ -44,11 +44,13 @@ $$;
 
 -- The message a job travels in. One definition, used for every job pgbus sends.
 -- scheduled_at and batch_id appear only when set; arguments are kept exactly (nulls included).
+-- (PL/pgSQL, not SQL: its plan is kept for the session instead of being made on every call.)
 CREATE OR REPLACE FUNCTION pgbus.job_envelope(
     queue text, job_class text, arguments jsonb, run_at timestamptz, batch_id uuid
 ) RETURNS jsonb
-LANGUAGE sql VOLATILE AS $$
-    SELECT jsonb_build_object(
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN jsonb_build_object(
                'job_class', job_class,
                'job_id', gen_random_uuid(),
                'queue', queue,
@@ -58,7 +60,8 @@ LANGUAGE sql VOLATILE AS $$
            || CASE WHEN run_at IS NULL THEN '{}'::jsonb
                    ELSE jsonb_build_object('scheduled_at', run_at) END
            || CASE WHEN batch_id IS NULL THEN '{}'::jsonb
-                   ELSE jsonb_build_object('batch_id', batch_id) END
+                   ELSE jsonb_build_object('batch_id', batch_id) END;
+END;
 $$;
 
 -- Sends one message per element of `arguments` ({"args": [...], "kwargs": {...}}) to `queue`,

@@ -56,50 +56,63 @@ BEGIN
 END;
 $$;
 
+-- (PL/pgSQL rather than SQL here and in the helpers below: a SQL function's body is parsed
+-- and planned again on every call, a PL/pgSQL one's plans are kept for the session, and
+-- these run several times per step.)
 CREATE OR REPLACE FUNCTION pgbus.workflow_event(
     run uuid, event text, step bigint DEFAULT NULL, actor text DEFAULT NULL,
     reason text DEFAULT NULL, details jsonb DEFAULT '{}'
 ) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO pgbus.workflow_events (workflow_id, step_id, event, actor, reason, details)
-    VALUES (run, step, event, actor, nullif(btrim(reason), ''), coalesce(details, '{}'))
+    VALUES (run, step, event, actor, nullif(btrim(reason), ''), coalesce(details, '{}'));
+END;
 $$;
 
 -- The definition's entry for a step, or NULL when the class does not know it.
 CREATE OR REPLACE FUNCTION pgbus.workflow_step_definition(workflow_class text, step_name text)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT s FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) s
-    WHERE d.workflow_class = workflow_step_definition.workflow_class AND s ->> 'name' = step_name
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT s FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) s
+            WHERE d.workflow_class = workflow_step_definition.workflow_class AND s ->> 'name' = step_name);
+END;
 $$;
 
 -- The first step after `after_step` (the first step when NULL) that is not a gravestone, or
 -- NULL when there is none.
 CREATE OR REPLACE FUNCTION pgbus.workflow_next_step(workflow_class text, after_step text)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    WITH ordered AS (
-        SELECT s, i FROM pgbus.workflow_definitions d,
-               jsonb_array_elements(d.steps) WITH ORDINALITY AS t(s, i)
-        WHERE d.workflow_class = workflow_next_step.workflow_class
-    )
-    SELECT o.s FROM ordered o
-    WHERE o.i > coalesce((SELECT p.i FROM ordered p WHERE p.s ->> 'name' = after_step), 0)
-      AND NOT coalesce((o.s ->> 'removed')::boolean, false)
-    ORDER BY o.i LIMIT 1
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        WITH ordered AS (
+            SELECT s, i FROM pgbus.workflow_definitions d,
+                   jsonb_array_elements(d.steps) WITH ORDINALITY AS t(s, i)
+            WHERE d.workflow_class = workflow_next_step.workflow_class
+        )
+        SELECT o.s FROM ordered o
+        WHERE o.i > coalesce((SELECT p.i FROM ordered p WHERE p.s ->> 'name' = after_step), 0)
+          AND NOT coalesce((o.s ->> 'removed')::boolean, false)
+        ORDER BY o.i LIMIT 1);
+END;
 $$;
 
 -- Sends attempt `step_id`'s StepJob message, visible at `at`; returns its id. The queue exists
 -- (workflow_register created it), so it goes straight to PGMQ.
+-- (The four-argument send: the three-argument one is a SQL wrapper around it.)
 CREATE OR REPLACE FUNCTION pgbus.workflow_send_step(run uuid, step_id bigint, queue text, at timestamptz)
 RETURNS bigint
-LANGUAGE sql AS $$
-    SELECT pgmq.send(queue,
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN pgmq.send(queue,
                      pgbus.job_envelope(queue, pgbus.step_job_class(),
                                         jsonb_build_object('kwargs', jsonb_build_object(
                                             'workflow_id', run, 'step_id', step_id)),
                                         CASE WHEN at > clock_timestamp() THEN at END, NULL),
-                     greatest(at, clock_timestamp()))
+                     NULL::jsonb, greatest(at, clock_timestamp()));
+END;
 $$;
 
 -- Schedules an attempt of `step` at `at`: the attempt row, its StepJob message (visible at
@@ -109,14 +122,15 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_schedule_step(
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
-    queue text := coalesce(step ->> 'queue',
-                           (SELECT d.queue FROM pgbus.workflow_definitions d
-                            WHERE d.workflow_class = run.workflow_class));
+    queue text := step ->> 'queue';
     attempt_no integer;
     -- The id first, so the message can name it and the row is written once.
-    id bigint := nextval(pg_get_serial_sequence('pgbus.workflow_steps', 'step_id'));
+    id bigint := nextval('pgbus.workflow_steps_step_id_seq');
     msg bigint;
 BEGIN
+    IF queue IS NULL THEN
+        SELECT d.queue INTO queue FROM pgbus.workflow_definitions d WHERE d.workflow_class = run.workflow_class;
+    END IF;
     SELECT coalesce(max(s.attempt), 0) + 1 INTO attempt_no
     FROM pgbus.workflow_steps s WHERE s.workflow_id = run.workflow_id AND s.step_name = step ->> 'name';
     msg := pgbus.workflow_send_step(run.workflow_id, id, queue, at);
@@ -211,7 +225,7 @@ BEGIN
     IF subject_id IS NOT NULL THEN
         SELECT w.workflow_id INTO existing FROM pgbus.workflows w
         WHERE w.workflow_class = workflow_start.workflow_class AND w.subject_type = workflow_start.subject_type
-          AND w.subject_id = workflow_start.subject_id AND w.status IN ('ready', 'running', 'waiting', 'paused');
+          AND w.subject_id = workflow_start.subject_id AND w.ended_at IS NULL;  -- ongoing
         IF FOUND THEN
             RAISE EXCEPTION 'pgbus: % already has an ongoing run for % %', workflow_class, subject_type, subject_id
                 USING ERRCODE = 'PB409', DETAIL = existing::text;

@@ -75,7 +75,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     run pgbus.workflows;
     attempt pgbus.workflow_steps;
-    def pgbus.workflow_definitions;
+    digest text;
     step jsonb;
 BEGIN
     -- The reader holds the message's row lock; waiting for the run's lock here while an
@@ -83,10 +83,13 @@ BEGIN
     -- run is passed over, and its message comes back a moment later.
     SELECT * INTO run FROM pgbus.workflows w
     WHERE w.workflow_id = (message -> 'kwargs' ->> 'workflow_id')::uuid FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND AND EXISTS (SELECT 1 FROM pgbus.workflows w
-                             WHERE w.workflow_id = (message -> 'kwargs' ->> 'workflow_id')::uuid) THEN
-        PERFORM pgmq.set_vt(queue, msg_id, clock_timestamp() + interval '100 milliseconds');
-        RETURN NULL;
+    -- (Nested, not "NOT FOUND AND EXISTS": that expression would be planned again every call.)
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM pgbus.workflows w
+                   WHERE w.workflow_id = (message -> 'kwargs' ->> 'workflow_id')::uuid) THEN
+            PERFORM pgmq.set_vt(queue, msg_id, clock_timestamp() + interval '100 milliseconds');
+            RETURN NULL;
+        END IF;
     END IF;
     SELECT * INTO attempt FROM pgbus.workflow_steps s
     WHERE s.step_id = (message -> 'kwargs' ->> 'step_id')::bigint;
@@ -107,8 +110,10 @@ BEGIN
         PERFORM pgmq.set_vt(queue, msg_id, attempt.scheduled_at);
         RETURN NULL;
     END IF;
-    SELECT * INTO def FROM pgbus.workflow_definitions d WHERE d.workflow_class = run.workflow_class;
-    step := pgbus.workflow_step_definition(run.workflow_class, attempt.step_name);
+    -- The class's digest and the step's definition, in one read.
+    SELECT d.digest, (SELECT s FROM jsonb_array_elements(d.steps) s WHERE s ->> 'name' = attempt.step_name)
+    INTO digest, step
+    FROM pgbus.workflow_definitions d WHERE d.workflow_class = run.workflow_class;
     UPDATE pgbus.workflow_steps
     SET status = 'running', started_at = clock_timestamp(), worker = workflow_begin_step.worker,
         app_revision = workflow_begin_step.app_revision
@@ -136,7 +141,7 @@ BEGIN
         'subject_type', run.subject_type,
         'subject_id', run.subject_id,
         'scheduled_at', attempt.scheduled_at,
-        'definition_outdated', run.definition_digest IS DISTINCT FROM def.digest)
+        'definition_outdated', run.definition_digest IS DISTINCT FROM digest)
         || CASE WHEN step ? 'wait_for' THEN pgbus.workflow_gate_context(run, attempt, step ->> 'wait_for')
                 ELSE '{}' END;
 END;
@@ -232,19 +237,23 @@ DECLARE
     to_status text;
     new_status text;
 BEGIN
-    IF verb IS NULL OR verb IN ('wake', 'resolve')
-       OR verb NOT IN (SELECT t.verb FROM pgbus.workflow_transitions t WHERE t.kind = 'runner') THEN
+    IF verb IN ('wake', 'resolve') OR NOT EXISTS (
+        SELECT FROM pgbus.workflow_transitions t WHERE t.kind = 'runner' AND t.verb = workflow_end_step.verb
+    ) THEN
         RAISE EXCEPTION 'pgbus: % is not a step verb', quote_nullable(verb) USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF fan_out IS NOT NULL AND verb <> 'park' THEN
         RAISE EXCEPTION 'pgbus: a fan-out batch opens only when its step parks' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id;
+    SELECT * INTO run FROM pgbus.workflows w
+    WHERE w.workflow_id = (SELECT s.workflow_id FROM pgbus.workflow_steps s
+                           WHERE s.step_id = workflow_end_step.step_id)
+    FOR UPDATE;
     IF NOT FOUND THEN
         RETURN jsonb_build_object('ok', false, 'code', 'not_found');
     END IF;
-    SELECT * INTO run FROM pgbus.workflows w WHERE w.workflow_id = attempt.workflow_id FOR UPDATE;
-    SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id FOR UPDATE;
+    -- Read under the run's lock, which every writer of an attempt holds: this is its latest state.
+    SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id;
     IF attempt.msg_id IS NOT NULL THEN
         PERFORM pgmq.archive(attempt.queue, attempt.msg_id);
     END IF;
@@ -252,7 +261,8 @@ BEGIN
         -- Stalled, or superseded while it ran: its end changes nothing.
         RETURN jsonb_build_object('ok', false, 'code', 'stale', 'status', run.status);
     END IF;
-    to_status := pgbus.workflow_transition('runner', verb, run.status);
+    SELECT t.to_status INTO to_status FROM pgbus.workflow_transitions t
+    WHERE t.kind = 'runner' AND t.verb = workflow_end_step.verb AND t.from_status = run.status;
     IF to_status IS NOT NULL AND workflow_end_step.signal_id IS NOT NULL THEN
         PERFORM pgbus.workflow_take_signal(run, attempt, workflow_end_step.signal_id);
         attempt.signal_id := workflow_end_step.signal_id;

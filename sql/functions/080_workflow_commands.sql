@@ -236,11 +236,12 @@ LANGUAGE sql STABLE AS $$
                 ELSE s.scheduled_at END
     FROM pgbus.workflows w
     LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
-    WHERE w.status = 'paused'
-       OR (w.status = 'running' AND s.status = 'running'
-           AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
-       OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
-       OR (w.status = 'waiting' AND s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold)
+    WHERE w.ended_at IS NULL  -- (ongoing: lets the planner use workflows_ongoing_idx)
+      AND (w.status = 'paused'
+           OR (w.status = 'running' AND s.status = 'running'
+               AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
+           OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
+           OR (w.status = 'waiting' AND s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold))
 $$;
 
 -- (Its earlier signature, without overdue_after and waiting_threshold.)
@@ -278,6 +279,9 @@ BEGIN
         FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
         WHERE w.status IN ('running', 'paused') AND s.status = 'running'
           AND s.started_at < now() - coalesce(s.timeout, stall_threshold)
+          -- (True of every running attempt: they let the planner start from the open attempts,
+          -- through workflow_steps_open_idx, and find each one's run by its key.)
+          AND s.ended_at IS NULL AND w.workflow_id = s.workflow_id
         ORDER BY s.started_at
         FOR UPDATE OF w SKIP LOCKED
     LOOP
@@ -291,6 +295,7 @@ BEGIN
         SELECT w AS run, s AS attempt
         FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
         WHERE w.status = 'waiting' AND s.status = 'waiting' AND s.wait_deadline < clock_timestamp()
+          AND s.ended_at IS NULL AND w.workflow_id = s.workflow_id  -- (as above)
         ORDER BY s.wait_deadline
         FOR UPDATE OF w SKIP LOCKED
     LOOP
@@ -308,6 +313,7 @@ BEGIN
         LEFT JOIN pgbus.batches b ON b.batch_id = s.batch_id
         WHERE w.status = 'waiting' AND s.status = 'waiting' AND s.batch_id IS NOT NULL
           AND (b.batch_id IS NULL OR (b.status = 'finished' AND b.finished_at < now() - resend_after))
+          AND s.ended_at IS NULL AND w.workflow_id = s.workflow_id  -- (as above)
         FOR UPDATE OF w SKIP LOCKED
     LOOP
         PERFORM pgbus.workflow_event((r.run).workflow_id, 'fan_out_repaired', (r.attempt).step_id, 'pgbus',
@@ -320,6 +326,7 @@ BEGIN
         SELECT w AS run, s AS attempt
         FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
         WHERE w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - resend_after
+          AND s.ended_at IS NULL AND w.workflow_id = s.workflow_id  -- (as above)
         FOR UPDATE OF w SKIP LOCKED
     LOOP
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM pgmq.%I WHERE msg_id = $1)',
@@ -348,7 +355,7 @@ BEGIN
         'runs', coalesce((SELECT jsonb_agg(jsonb_build_object('workflow_class', c.workflow_class,
                                                                'status', c.status, 'count', c.n))
                           FROM (SELECT w.workflow_class, w.status, count(*) AS n FROM pgbus.workflows w
-                                WHERE w.status IN ('ready', 'running', 'waiting', 'paused')
+                                WHERE w.ended_at IS NULL  -- ongoing
                                 GROUP BY 1, 2) c), '[]'),
         'stuck', coalesce((SELECT jsonb_agg(jsonb_build_object('workflow_class', k.workflow_class,
                                                                 'reason', k.reason, 'count', k.n))

@@ -1,11 +1,17 @@
 -- Waiting steps: an attempt can park ('waiting') at a signal gate or on a fan-out batch, and
 -- signals delivered to a run wait in their own table until a step takes them.
 
-ALTER TABLE pgbus.workflow_steps DROP CONSTRAINT workflow_steps_status_check;
+-- An attempt's statuses gain 'waiting' (the table's CHECK calls this function).
+CREATE OR REPLACE FUNCTION pgbus.workflow_step_row_valid(status text, attempt integer) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN status IN ('scheduled', 'running', 'waiting', 'completed', 'skipped', 'failed',
+                      'interrupted', 'cancelled', 'stalled', 'superseded')
+       AND attempt >= 1;
+END;
+$$;
+
 ALTER TABLE pgbus.workflow_steps
-    ADD CONSTRAINT workflow_steps_status_check
-        CHECK (status IN ('scheduled', 'running', 'waiting', 'completed', 'skipped', 'failed',
-                          'interrupted', 'cancelled', 'stalled', 'superseded')),
     -- The signal name a parked gate waits for, or the fan-out batch a parked step waits on.
     ADD COLUMN wait_for       text,
     ADD COLUMN batch_id       uuid,

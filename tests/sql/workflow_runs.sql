@@ -388,7 +388,8 @@ SELECT ok((SELECT i.indpred IS NOT NULL FROM pg_index i WHERE i.indexrelid = 'pg
           'workflows_one_ongoing_per_subject is partial');
 SELECT matches((SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i
                 WHERE i.indexrelid = 'pgbus.workflows_one_ongoing_per_subject'::regclass),
-               'ready.*running.*waiting.*paused', 'workflows_one_ongoing_per_subject covers the ongoing statuses');
+               'subject_id IS NOT NULL\) AND \(ended_at IS NULL',
+               'workflows_one_ongoing_per_subject covers the ongoing runs (not ended: ready, running, waiting, paused)');
 SELECT throws_ok(format($$INSERT INTO pgbus.workflows (workflow_class, subject_type, subject_id, definition_digest)
                           VALUES ('t_wfr_subj', 'User', '1', 'd1')$$), '23505', NULL,
                  'workflows_one_ongoing_per_subject: a second ongoing row is refused by the index');
