@@ -245,7 +245,8 @@ BEGIN
     END IF;
     SELECT * INTO run FROM pgbus.workflows w WHERE w.workflow_id = attempt.workflow_id FOR UPDATE;
     SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id FOR UPDATE;
-    IF attempt.msg_id IS NOT NULL THEN
+    -- (A scheduled attempt was woken and sent again since: that message is not this one.)
+    IF attempt.msg_id IS NOT NULL AND attempt.status <> 'scheduled' THEN
         PERFORM pgmq.archive(attempt.queue, attempt.msg_id);
     END IF;
     IF attempt.status <> 'running' OR attempt.step_id IS DISTINCT FROM run.current_step_id THEN
