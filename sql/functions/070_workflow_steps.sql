@@ -254,7 +254,8 @@ BEGIN
     END IF;
     -- Read under the run's lock, which every writer of an attempt holds: this is its latest state.
     SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id;
-    IF attempt.msg_id IS NOT NULL THEN
+    -- (A scheduled attempt was woken and sent again since: that message is not this one.)
+    IF attempt.msg_id IS NOT NULL AND attempt.status <> 'scheduled' THEN
         PERFORM pgmq.archive(attempt.queue, attempt.msg_id);
     END IF;
     IF attempt.status <> 'running' OR attempt.step_id IS DISTINCT FROM run.current_step_id THEN

@@ -8,7 +8,7 @@
 -- workflow_stuck 'waiting_overdue' and workflow_available_actions.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(358);
+SELECT plan(362);
 
 -------------------------------------------------------------------------------------------------
 -- Helpers. Every scenario has its own class and queue ('t_wfw_<name>') so that reading one
@@ -347,6 +347,16 @@ SELECT is(pg_temp.read('gate_again', 'gate'), 0, 'park at a gate: nothing is lef
 SELECT is(pgbus.workflow_available_actions(pg_temp.run('gate')), '{skip,signal,pause,cancel}'::text[],
           'workflow_available_actions of a waiting run: skip, signal, pause, cancel');
 SELECT is(pg_temp.park('gate') ->> 'code', 'stale', 'park of an attempt already waiting: stale');
+
+-- The same delivery's end said again after its gate was woken (a retried statement) is stale
+-- and leaves the woken attempt's new message alone.
+DO $d$ BEGIN PERFORM pg_temp.go('again', '[{"name": "capture", "wait_for": "paid"}]'); END $d$;
+SELECT is(pg_temp.park('again') ->> 'status', 'waiting', 'setup: parked');
+SELECT is(pg_temp.signal('again', 'paid') ->> 'woke', 'true', 'setup: woken, its attempt sent again');
+SELECT is(pg_temp.park('again'), '{"ok": false, "code": "stale", "status": "ready"}'::jsonb,
+          'a second end of the delivery that parked: stale');
+SELECT is((SELECT count(*) FROM pgmq.q_t_wfw_again WHERE msg_id = (pg_temp.att(pg_temp.cur('again'))).msg_id), 1::bigint,
+          '... and the woken attempt''s message is still in its queue');
 
 -- A gate without a wait_timeout waits without a deadline.
 DO $d$ BEGIN PERFORM pg_temp.go('gate_forever', '[{"name": "capture", "wait_for": "paid"}]'); END $d$;
