@@ -194,7 +194,9 @@ class StepJob(Job):
                     error=error_record(exc, settings().workflow_error_backtrace_lines),
                     exception=exc,
                 )
-            result = self.conn.execute(
+            # In the step's transaction when the body wrote in it; else on its own, which is
+            # one round trip. (Safe to run twice: a second end of the attempt is refused.)
+            result = self.transaction.execute_once(
                 "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s)",
                 (
                     step_id,
@@ -204,7 +206,7 @@ class StepJob(Job):
                     timedelta(seconds=outcome.wait) if outcome.wait else None,
                     outcome.reason,
                 ),
-            ).fetchone()[0]
+            )[0]
             self.acknowledged = True
         finally:
             current_step.reset(token)
