@@ -60,6 +60,24 @@ class JobTransaction:
             self._conn = self._begin(retry=True)
         return self._conn
 
+    def execute_once(self, query: str, params: tuple[Any, ...]) -> Any:
+        """Runs one statement in this transaction and returns its first row. When nothing was
+        written in it yet, the statement is the whole transaction: it runs on its own in
+        autocommit (one round trip instead of BEGIN, statement, COMMIT) and has committed when
+        this returns; the commit hooks still run after it, by the worker."""
+        if self._conn is not None:
+            return self._conn.execute(query, params).fetchone()
+        try:
+            with pool().connection() as conn:
+                return conn.execute(query, params).fetchone()
+        except psycopg.OperationalError:
+            # A pooled connection that died while idle (a server restart): as in _begin, the
+            # pool drops the dead ones and a fresh connection is tried once. Had the first try
+            # committed after all, the statement must be one that is safe to run again.
+            pool().check()
+            with pool().connection() as conn:
+                return conn.execute(query, params).fetchone()
+
     def _begin(self, retry: bool) -> psycopg.Connection:
         taking = ExitStack()
         try:

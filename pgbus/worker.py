@@ -367,10 +367,10 @@ class Worker:
                     finally:
                         running_job.reset(job_token)
                         current_transaction.reset(token)
-                    if not job.transaction.begun:
-                        self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))
-                        return True
-                    if not job.acknowledged:
+                    if not job.acknowledged:  # (a workflow step records its own end)
+                        if not job.transaction.begun:
+                            self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))
+                            return True
                         job.conn.execute(
                             "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s, true)",
                             (

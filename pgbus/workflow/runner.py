@@ -235,7 +235,10 @@ class StepJob(Job):
                     error=error_record(exc, settings().workflow_error_backtrace_lines),
                     exception=exc,
                 )
-            result = self.conn.execute(
+            # In the step's transaction when the body wrote in it; else on its own, which is
+            # one round trip. (Safe to run twice: a second end of the attempt is refused, and
+            # takes no signal and opens no batch.)
+            result = self.transaction.execute_once(
                 "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     step_id,
@@ -248,7 +251,7 @@ class StepJob(Job):
                     Jsonb(outcome.fan_out) if outcome.fan_out is not None else None,
                     outcome.seen_signal_id,
                 ),
-            ).fetchone()[0]
+            )[0]
             self.acknowledged = True
         finally:
             current_step.reset(token)
