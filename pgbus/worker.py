@@ -179,8 +179,15 @@ class Worker:
         by_queue: dict[str, list[int]] = {}
         for d in self._unstarted:
             by_queue.setdefault(d.queue, []).append(d.msg_id)
+        # Workflow step attempts begun when read go back to scheduled, not left to look stalled.
+        steps = [d.step["step_id"] for d in self._unstarted if d.step and "step_id" in d.step]
         try:
-            with pool().connection() as c:
+            with pool().connection() as c, c.transaction():
+                if steps:
+                    c.execute(
+                        "SELECT pgbus.workflow_release_steps(%s::bigint[], %s)",
+                        (steps, self.identity),
+                    )
                 for q, ids in by_queue.items():
                     c.execute("SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)", (q, ids))
         except psycopg.Error as exc:  # they come back after the visibility timeout instead

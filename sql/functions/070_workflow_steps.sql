@@ -147,6 +147,45 @@ BEGIN
 END;
 $$;
 
+-- Step messages a stopping worker read ahead and hands back without running them: their
+-- attempts were begun when read, so each goes back to scheduled and its run to ready (or, paused
+-- meanwhile, is superseded), with a step_released event; the next read begins it afresh
+-- instead of taking it for a dead worker's. Only attempts still running for `worker` change.
+-- Returns how many went back.
+CREATE OR REPLACE FUNCTION pgbus.workflow_release_steps(step_ids bigint[], worker text)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    id bigint;
+    run pgbus.workflows;
+    attempt pgbus.workflow_steps;
+    released integer := 0;
+BEGIN
+    FOREACH id IN ARRAY coalesce(step_ids, '{}') LOOP
+        SELECT * INTO run FROM pgbus.workflows w
+        WHERE w.workflow_id = (SELECT s.workflow_id FROM pgbus.workflow_steps s WHERE s.step_id = id)
+        FOR UPDATE;
+        SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = id;
+        CONTINUE WHEN attempt.status IS DISTINCT FROM 'running' OR attempt.worker IS DISTINCT FROM worker
+                   OR id IS DISTINCT FROM run.current_step_id;
+        -- (Paused meanwhile: out of play, as pause does to a scheduled attempt; resume sends
+        -- the step again.)
+        UPDATE pgbus.workflow_steps
+        SET status = CASE WHEN run.status = 'paused' THEN 'superseded' ELSE 'scheduled' END,
+            ended_at = CASE WHEN run.status = 'paused' THEN clock_timestamp() END,
+            started_at = NULL, worker = NULL, app_revision = NULL
+        WHERE step_id = id;
+        UPDATE pgbus.workflows SET status = 'ready', updated_at = now()
+        WHERE workflow_id = run.workflow_id AND status = 'running';
+        PERFORM pgbus.workflow_event(run.workflow_id, 'step_released', id, NULL, 'its worker stopped',
+                                     jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,
+                                                        'worker', worker));
+        released := released + 1;
+    END LOOP;
+    RETURN released;
+END;
+$$;
+
 -- Ends `attempt`, the run's current attempt, with `verb` and applies what that leads to:
 -- `to_status` from the transition table, or NULL when it refused the verb, so that only the
 -- attempt's end is recorded (as 'superseded'). `actor` names who ended it on the step's event

@@ -126,3 +126,34 @@ def test_postgres_restart_mid_load(procs):
             procs.clear()
             close_pool()
             pgbus.config.reset()
+
+
+def test_sigterm_hands_back_a_step_read_ahead_and_it_runs_later_without_a_stall(
+    db_url, users, procs
+):
+    running = Slow.start(seconds=2)
+    ahead = ThreeSteps.start(n="ahead")
+    w = worker_process(db_url, "--threads", "1")  # holds two: one running, one read ahead
+    procs.append(w)
+    wait_until(lambda: count_effects(users, "work_started") == 1, what="the slow step started")
+    wait_until(lambda: ahead.status() == "running", what="the other run's step read ahead")
+    w.signal(signal.SIGTERM)
+    assert w.wait(20) == 0
+    assert "released 1 jobs that had not started" in w.output()
+    # Its attempt never ran: back to scheduled, the run ready, its message visible now.
+    assert ahead.status() == "ready"
+    [attempt] = ahead.steps()
+    assert (attempt["status"], attempt["started_at"], attempt["worker"]) == (
+        "scheduled",
+        None,
+        None,
+    )
+    assert [e.event for e in ahead.events()][-1] == "step_released"
+    assert running.status() == "finished"
+
+    procs.append(worker_process(db_url))
+    wait_until(
+        lambda: ahead.status() == "finished", timeout=20, what="the handed-back run finishes"
+    )
+    assert "stall_detected" not in [e.event for e in ahead.events()]
+    assert count_effects(users, "one", "ahead") == 1
