@@ -88,7 +88,7 @@ def start_workers(url: str, n: int, threads: int) -> list[subprocess.Popen]:
 
 def clear_runs(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("TRUNCATE pgbus.workflows, pgbus.workflow_steps, pgbus.workflow_events")
+        c.execute("TRUNCATE pgbus.workflows, pgbus.workflow_steps, pgbus.workflow_events CASCADE")
 
 
 def start_runs(url: str, runs: int) -> None:
