@@ -5,21 +5,10 @@ BEGIN;
 SET LOCAL client_min_messages = warning;
 SELECT plan(175);
 
--------------------------------------------------------------------------------------------------
--- Helpers. Every scenario has its own class and queue ('t_wfc_<name>') so that reading one
--- scenario's step begins no other.
--------------------------------------------------------------------------------------------------
-CREATE TEMP TABLE t_runs (name text PRIMARY KEY, id uuid, dup boolean);
-CREATE TEMP TABLE t_reads (tag text, queue text, msg_id bigint, read_ct integer, enqueued_at timestamptz,
-                           vt timestamptz, message jsonb, context jsonb);
-CREATE TEMP TABLE t_marks (name text PRIMARY KEY, v jsonb);
-
+-- Every scenario has its own class and queue ('t_wfc_<name>'), so that reading one scenario's
+-- step begins no other.
 CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wfc_' || $1 $f$;
-CREATE FUNCTION pg_temp.run(name text) RETURNS uuid LANGUAGE sql AS $f$ SELECT id FROM t_runs WHERE t_runs.name = $1 $f$;
--- Registers class and queue t_wfc_<name> with `steps` (digest d1).
-CREATE FUNCTION pg_temp.reg(name text, steps text, digest text DEFAULT 'd1') RETURNS text LANGUAGE sql AS $f$
-    SELECT pgbus.workflow_register(pg_temp.cls($1), $2::jsonb, $3, pg_temp.cls($1))
-$f$;
+\ir include/workflow_helpers.psql
 -- Registers t_wfc_<name> and starts a run of it, remembered as `name`.
 CREATE FUNCTION pg_temp.start(name text, steps text, arguments jsonb DEFAULT '{}', subject_type text DEFAULT NULL,
                               subject_id text DEFAULT NULL) RETURNS uuid LANGUAGE plpgsql AS $f$
@@ -51,63 +40,6 @@ EXCEPTION WHEN OTHERS THEN
 END;
 $f$;
 CREATE FUNCTION pg_temp.ctx(tag text) RETURNS jsonb LANGUAGE sql AS $f$ SELECT context FROM t_reads WHERE t_reads.tag = $1 $f$;
--- Starts a run of t_wfc_<name> and begins its first step; the attempt's id.
-CREATE FUNCTION pg_temp.go(name text, steps text) RETURNS bigint LANGUAGE plpgsql AS $f$
-BEGIN
-    PERFORM pg_temp.start(name, steps);
-    PERFORM pg_temp.read(name, name);
-    RETURN (pg_temp.ctx(name) ->> 'step_id')::bigint;
-END;
-$f$;
-CREATE FUNCTION pg_temp.w(name text) RETURNS pgbus.workflows LANGUAGE sql AS $f$
-    SELECT * FROM pgbus.workflows WHERE workflow_id = pg_temp.run($1)
-$f$;
-CREATE FUNCTION pg_temp.cur(name text) RETURNS bigint LANGUAGE sql AS $f$ SELECT (pg_temp.w($1)).current_step_id $f$;
-CREATE FUNCTION pg_temp.att(step_id bigint) RETURNS pgbus.workflow_steps LANGUAGE sql AS $f$
-    SELECT * FROM pgbus.workflow_steps WHERE workflow_steps.step_id = $1
-$f$;
--- A run's attempts as 'name#attempt:status,...' in order.
-CREATE FUNCTION pg_temp.attempts(name text) RETURNS text LANGUAGE sql AS $f$
-    SELECT coalesce(string_agg(format('%s#%s:%s', step_name, attempt, status), ',' ORDER BY step_id), '')
-    FROM pgbus.workflow_steps WHERE workflow_id = pg_temp.run($1)
-$f$;
--- A run's events in order, after event id `after`.
-CREATE FUNCTION pg_temp.events(name text, after bigint DEFAULT 0) RETURNS text LANGUAGE sql AS $f$
-    SELECT coalesce(string_agg(event, ',' ORDER BY event_id), '')
-    FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run($1) AND event_id > $2
-$f$;
-CREATE FUNCTION pg_temp.last_event_id() RETURNS bigint LANGUAGE sql AS $f$
-    SELECT coalesce(max(event_id), 0) FROM pgbus.workflow_events
-$f$;
--- The run's last event called `event`.
-CREATE FUNCTION pg_temp.ev(name text, event text) RETURNS pgbus.workflow_events LANGUAGE sql AS $f$
-    SELECT * FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run($1) AND workflow_events.event = $2
-    ORDER BY event_id DESC LIMIT 1
-$f$;
--- A message of the queue ('q') or its archive ('a'), or NULL.
-CREATE FUNCTION pg_temp.msg(queue text, msg_id bigint, kind text DEFAULT 'q') RETURNS pgmq.message_record
-LANGUAGE plpgsql AS $f$
-DECLARE
-    m pgmq.message_record;
-BEGIN
-    IF to_regclass(format('pgmq.%I', kind || '_' || queue)) IS NULL OR msg_id IS NULL THEN
-        RETURN NULL;
-    END IF;
-    EXECUTE format('SELECT msg_id, read_ct, enqueued_at, last_read_at, vt, message, headers FROM pgmq.%I WHERE msg_id = $1',
-                   kind || '_' || queue) INTO m USING msg_id;
-    RETURN m;
-END;
-$f$;
-CREATE FUNCTION pg_temp.has_msg(queue text, msg_id bigint, kind text DEFAULT 'q') RETURNS boolean LANGUAGE sql AS $f$
-    SELECT (pg_temp.msg($1, $2, $3)).msg_id IS NOT NULL
-$f$;
--- The message of an attempt, in its queue ('q') or archive ('a').
-CREATE FUNCTION pg_temp.amsg(step_id bigint, kind text DEFAULT 'q') RETURNS pgmq.message_record LANGUAGE sql AS $f$
-    SELECT pg_temp.msg(a.queue, a.msg_id, $2) FROM pgbus.workflow_steps a WHERE a.step_id = $1
-$f$;
-CREATE FUNCTION pg_temp.has_amsg(step_id bigint, kind text DEFAULT 'q') RETURNS boolean LANGUAGE sql AS $f$
-    SELECT (pg_temp.amsg($1, $2)).msg_id IS NOT NULL
-$f$;
 -- workflow_end_step, with an error it raises answered as {"raised": SQLSTATE, "message": ...} so
 -- that the tests after it still run (the failed call's changes are undone).
 CREATE FUNCTION pg_temp.end_step(step_id bigint, verb text, output jsonb DEFAULT NULL, error jsonb DEFAULT NULL,
@@ -145,26 +77,6 @@ BEGIN
         'messages', msgs);
 END;
 $f$;
--- workflow_command on the run called `name`, with an error it raises answered as
--- {"raised": SQLSTATE, "message": ...} (its changes undone) so that the tests after it still run.
-CREATE FUNCTION pg_temp.cmd(name text, verb text, actor text DEFAULT NULL, reason text DEFAULT NULL,
-                            params jsonb DEFAULT '{}') RETURNS jsonb
-LANGUAGE plpgsql AS $f$
-BEGIN
-    RETURN pgbus.workflow_command(pg_temp.run(name), verb, actor, reason, params);
-EXCEPTION WHEN OTHERS THEN
-    RETURN jsonb_build_object('raised', SQLSTATE, 'message', SQLERRM);
-END;
-$f$;
--- Whether `ts` is `offset` after a moment of this transaction so far (now() .. clock_timestamp()).
-CREATE FUNCTION pg_temp.recent(ts timestamptz, off interval DEFAULT interval '0') RETURNS boolean LANGUAGE sql AS $f$
-    SELECT $1 BETWEEN now() + $2 AND clock_timestamp() + $2
-$f$;
-CREATE FUNCTION pg_temp.mark(name text, v jsonb) RETURNS void LANGUAGE sql AS $f$
-    INSERT INTO t_marks VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET v = excluded.v
-$f$;
-CREATE FUNCTION pg_temp.marked(name text) RETURNS jsonb LANGUAGE sql AS $f$ SELECT v FROM t_marks WHERE t_marks.name = $1 $f$;
-
 
 -------------------------------------------------------------------------------------------------
 -- The functions exist.

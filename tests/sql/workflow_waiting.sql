@@ -10,25 +10,10 @@ BEGIN;
 SET LOCAL client_min_messages = warning;
 SELECT plan(362);
 
--------------------------------------------------------------------------------------------------
--- Helpers. Every scenario has its own class and queue ('t_wfw_<name>') so that reading one
--- scenario's step begins no other; fan-out members go to 't_wfw_<name>_m'.
--------------------------------------------------------------------------------------------------
-CREATE TEMP TABLE t_runs (name text PRIMARY KEY, id uuid, dup boolean);
-CREATE TEMP TABLE t_reads (tag text, queue text, msg_id bigint, read_ct integer, enqueued_at timestamptz,
-                           vt timestamptz, message jsonb, context jsonb);
-CREATE TEMP TABLE t_marks (name text PRIMARY KEY, v jsonb);
-
-CREATE FUNCTION pg_temp.mark(name text, v jsonb) RETURNS void LANGUAGE sql AS $f$
-    INSERT INTO t_marks VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET v = excluded.v
-$f$;
-CREATE FUNCTION pg_temp.marked(name text) RETURNS jsonb LANGUAGE sql AS $f$ SELECT v FROM t_marks WHERE t_marks.name = $1 $f$;
+-- Every scenario has its own class and queue ('t_wfw_<name>'), so that reading one scenario's
+-- step begins no other.
 CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wfw_' || $1 $f$;
-CREATE FUNCTION pg_temp.run(name text) RETURNS uuid LANGUAGE sql AS $f$ SELECT id FROM t_runs WHERE t_runs.name = $1 $f$;
--- Registers class and queue t_wfw_<name> with `steps` (digest d1).
-CREATE FUNCTION pg_temp.reg(name text, steps text, digest text DEFAULT 'd1') RETURNS text LANGUAGE sql AS $f$
-    SELECT pgbus.workflow_register(pg_temp.cls($1), $2::jsonb, $3, pg_temp.cls($1))
-$f$;
+\ir include/workflow_helpers.psql
 -- Registers t_wfw_<name> and starts a run of it, remembered as `name`.
 CREATE FUNCTION pg_temp.start(name text, steps text) RETURNS uuid LANGUAGE plpgsql AS $f$
 DECLARE
@@ -58,69 +43,12 @@ $f$;
 CREATE FUNCTION pg_temp.ctx(tag text) RETURNS jsonb LANGUAGE sql AS $f$
     SELECT context FROM t_reads WHERE t_reads.tag = $1 AND message ->> 'job_class' = pgbus.step_job_class()
 $f$;
--- Starts a run of t_wfw_<name> and begins its first step; the attempt's id.
-CREATE FUNCTION pg_temp.go(name text, steps text) RETURNS bigint LANGUAGE plpgsql AS $f$
-BEGIN
-    PERFORM pg_temp.start(name, steps);
-    PERFORM pg_temp.read(name, name);
-    RETURN (pg_temp.ctx(name) ->> 'step_id')::bigint;
-END;
-$f$;
-CREATE FUNCTION pg_temp.w(name text) RETURNS pgbus.workflows LANGUAGE sql AS $f$
-    SELECT * FROM pgbus.workflows WHERE workflow_id = pg_temp.run($1)
-$f$;
-CREATE FUNCTION pg_temp.cur(name text) RETURNS bigint LANGUAGE sql AS $f$ SELECT (pg_temp.w($1)).current_step_id $f$;
-CREATE FUNCTION pg_temp.att(step_id bigint) RETURNS pgbus.workflow_steps LANGUAGE sql AS $f$
-    SELECT * FROM pgbus.workflow_steps WHERE workflow_steps.step_id = $1
-$f$;
--- A run's attempts as 'name#attempt:status,...' in order.
-CREATE FUNCTION pg_temp.attempts(name text) RETURNS text LANGUAGE sql AS $f$
-    SELECT coalesce(string_agg(format('%s#%s:%s', step_name, attempt, status), ',' ORDER BY step_id), '')
-    FROM pgbus.workflow_steps WHERE workflow_id = pg_temp.run($1)
-$f$;
--- A run's events in order, after event id `after`.
-CREATE FUNCTION pg_temp.events(name text, after bigint DEFAULT 0) RETURNS text LANGUAGE sql AS $f$
-    SELECT coalesce(string_agg(event, ',' ORDER BY event_id), '')
-    FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run($1) AND event_id > $2
-$f$;
 -- A run's events after the mark `mark` (an event id kept with pg_temp.mark), with who, why and
 -- what, in order; for results_eq.
 CREATE FUNCTION pg_temp.evs(name text, mark text)
 RETURNS TABLE (event text, step_id bigint, actor text, reason text, details jsonb) LANGUAGE sql AS $f$
     SELECT e.event, e.step_id, e.actor, e.reason, e.details FROM pgbus.workflow_events e
     WHERE e.workflow_id = pg_temp.run($1) AND e.event_id > (pg_temp.marked($2))::bigint ORDER BY e.event_id
-$f$;
-CREATE FUNCTION pg_temp.last_event_id() RETURNS bigint LANGUAGE sql AS $f$
-    SELECT coalesce(max(event_id), 0) FROM pgbus.workflow_events
-$f$;
--- The run's last event called `event`.
-CREATE FUNCTION pg_temp.ev(name text, event text) RETURNS pgbus.workflow_events LANGUAGE sql AS $f$
-    SELECT * FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run($1) AND workflow_events.event = $2
-    ORDER BY event_id DESC LIMIT 1
-$f$;
--- A message of the queue ('q') or its archive ('a'), or NULL.
-CREATE FUNCTION pg_temp.msg(queue text, msg_id bigint, kind text DEFAULT 'q') RETURNS pgmq.message_record
-LANGUAGE plpgsql AS $f$
-DECLARE
-    m pgmq.message_record;
-BEGIN
-    IF to_regclass(format('pgmq.%I', kind || '_' || queue)) IS NULL OR msg_id IS NULL THEN
-        RETURN NULL;
-    END IF;
-    EXECUTE format('SELECT msg_id, read_ct, enqueued_at, last_read_at, vt, message, headers FROM pgmq.%I WHERE msg_id = $1',
-                   kind || '_' || queue) INTO m USING msg_id;
-    RETURN m;
-END;
-$f$;
-CREATE FUNCTION pg_temp.has_msg(queue text, msg_id bigint, kind text DEFAULT 'q') RETURNS boolean LANGUAGE sql AS $f$
-    SELECT (pg_temp.msg($1, $2, $3)).msg_id IS NOT NULL
-$f$;
--- The message of an attempt, in its queue ('q') or archive ('a').
-CREATE FUNCTION pg_temp.amsg(step_id bigint, kind text DEFAULT 'q') RETURNS pgmq.message_record LANGUAGE sql AS $f$
-    SELECT pg_temp.msg(a.queue, a.msg_id, $2) FROM pgbus.workflow_steps a WHERE a.step_id = $1
-$f$;
-CREATE FUNCTION pg_temp.has_amsg(step_id bigint, kind text DEFAULT 'q') RETURNS boolean LANGUAGE sql AS $f$
-    SELECT (pg_temp.amsg($1, $2)).msg_id IS NOT NULL
 $f$;
 -- All messages of a queue ('q') or its archive ('a'), as their bodies in msg_id order.
 CREATE FUNCTION pg_temp.queue_messages(queue text, kind text DEFAULT 'q') RETURNS SETOF jsonb LANGUAGE plpgsql AS $f$
@@ -146,17 +74,6 @@ $f$;
 -- The current step of run `name` parks at its gate (having seen the signals up to `seen`).
 CREATE FUNCTION pg_temp.park(name text, seen bigint DEFAULT NULL, reason text DEFAULT NULL) RETURNS jsonb LANGUAGE sql AS $f$
     SELECT pg_temp.end_step(pg_temp.cur($1), 'park', reason => $3, seen_signal_id => $2)
-$f$;
--- workflow_command on the run called `name`, with an error it raises answered as
--- {"raised": SQLSTATE, "message": ...} (its changes undone) so that the tests after it still run.
-CREATE FUNCTION pg_temp.cmd(name text, verb text, actor text DEFAULT NULL, reason text DEFAULT NULL,
-                            params jsonb DEFAULT '{}') RETURNS jsonb
-LANGUAGE plpgsql AS $f$
-BEGIN
-    RETURN pgbus.workflow_command(pg_temp.run(name), verb, actor, reason, params);
-EXCEPTION WHEN OTHERS THEN
-    RETURN jsonb_build_object('raised', SQLSTATE, 'message', SQLERRM);
-END;
 $f$;
 -- Delivers signal `signal` to run `name` through workflow_command 'signal'.
 CREATE FUNCTION pg_temp.signal(name text, signal text, payload jsonb DEFAULT NULL, key text DEFAULT NULL,
@@ -201,10 +118,6 @@ CREATE FUNCTION pg_temp.state(name text) RETURNS jsonb LANGUAGE sql AS $f$
         'signals', (SELECT coalesce(jsonb_agg(to_jsonb(g) ORDER BY g.signal_id), '[]')
                     FROM pgbus.workflow_signals g WHERE g.workflow_id = pg_temp.run($1)),
         'events', (SELECT count(*) FROM pgbus.workflow_events e WHERE e.workflow_id = pg_temp.run($1)))
-$f$;
--- Whether `ts` is `offset` after a moment of this transaction so far (now() .. clock_timestamp()).
-CREATE FUNCTION pg_temp.recent(ts timestamptz, off interval DEFAULT interval '0') RETURNS boolean LANGUAGE sql AS $f$
-    SELECT $1 BETWEEN now() + $2 AND clock_timestamp() + $2
 $f$;
 -- Marks the latest event id as `name`.
 CREATE FUNCTION pg_temp.mark_ev(name text) RETURNS void LANGUAGE sql AS $f$
