@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -122,13 +123,38 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.wait(30)
 
 
+def poll(condition: Callable[[], bool], what: str, timeout: float = 300.0) -> None:
+    """Waits until `condition()` holds; raises TimeoutError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bench: no {what} after {timeout:.0f} s")
+        time.sleep(0.005)
+
+
 def wait_for_workers(url: str, n: int) -> None:
     with psycopg.connect(url, autocommit=True) as c:
-        while (
-            c.execute("SELECT count(*) FROM pgbus.processes WHERE kind = 'worker'").fetchone()[0]
-            < n
-        ):
-            time.sleep(0.05)
+        poll(
+            lambda: (
+                c.execute("SELECT count(*) FROM pgbus.processes WHERE kind = 'worker'").fetchone()[
+                    0
+                ]
+                >= n
+            ),
+            f"{n} worker(s) registered",
+        )
+
+
+# Sessions of this database whose last statement was a LISTEN: the workers' listeners, waiting.
+LISTENERS = (
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+)
+
+
+def wait_for_listener(c: psycopg.Connection, before: int) -> None:
+    """Waits until one more worker listens for notifications than `before`."""
+    poll(lambda: c.execute(LISTENERS).fetchone()[0] > before, "new notification listener")
 
 
 def archived(c: psycopg.Connection) -> int:
@@ -153,8 +179,7 @@ def job_rate(url: str, workers: int, threads: int, jobs: int) -> float:
                         Noop.perform_later(conn=pc)
 
             in_threads(producers, produce)
-            while archived(c) < jobs:
-                time.sleep(0.01)
+            poll(lambda: archived(c) >= jobs, f"{jobs} jobs archived")
             return jobs / (time.monotonic() - started)
         finally:
             stop(procs)
@@ -165,15 +190,18 @@ def pickup_latency(url: str, samples: int) -> tuple[float, float]:
 
     with psycopg.connect(url, autocommit=True) as c:
         c.execute("TRUNCATE pgbus.job_stats")
+        listening = c.execute(LISTENERS).fetchone()[0]
         procs = start_workers(url, 1, 1)
         try:
             wait_for_workers(url, 1)
-            time.sleep(1)  # let the listener settle
+            wait_for_listener(c, listening)
             for i in range(samples):
                 Noop.perform_later(conn=c)
-                while c.execute("SELECT count(*) FROM pgbus.job_stats").fetchone()[0] <= i:
-                    time.sleep(0.005)
-                time.sleep(0.3)
+                poll(
+                    lambda i=i: c.execute("SELECT count(*) FROM pgbus.job_stats").fetchone()[0] > i,
+                    f"job {i + 1} done",
+                )
+                time.sleep(0.3)  # quiet past PGMQ's 250 ms notify throttle, as in production
             lat = [r[0] for r in c.execute("SELECT enqueue_latency_ms FROM pgbus.job_stats")]
         finally:
             stop(procs)

@@ -46,13 +46,16 @@ import psycopg
 
 import pgbus
 from bench.jobs import (
+    LISTENERS,
     ROOT,
     durability,
     in_threads,
+    poll,
     raw_pgmq_rate,
     scratch_database,
     server_url,
     stop,
+    wait_for_listener,
     wait_for_workers,
 )
 from bench.noop_workflows import QUEUE, NoopWorkflow
@@ -137,6 +140,15 @@ class Monitor:
         self.conn.close()
 
 
+def finished(monitor: Monitor, runs: int) -> bool:
+    """Whether `runs` runs have finished; raises when one stopped (paused or cancelled) instead."""
+    if monitor.value(FINISHED) >= runs:
+        return True
+    if (error := monitor.value(STOPPED)) is not None:
+        raise RuntimeError(f"a run stopped before finishing: {error}")
+    return False
+
+
 @dataclasses.dataclass
 class Batch:
     seconds: float  # first worker's start -> last run's end (database clock)
@@ -152,10 +164,7 @@ def run_batch(url: str, admin: psycopg.Connection, workers: int, threads: int, r
     procs = start_workers(url, workers, threads)
     monitor = Monitor(url)
     try:
-        while monitor.value(FINISHED) < runs:
-            if (error := monitor.value(STOPPED)) is not None:
-                raise RuntimeError(f"a run stopped before finishing: {error}")
-            time.sleep(0.01)
+        poll(lambda: finished(monitor, runs), f"{runs} runs finished")
         wall = time.monotonic() - spawned
         seconds = monitor.value(
             "SELECT extract(epoch FROM (SELECT max(ended_at) FROM pgbus.workflows)"
@@ -178,12 +187,14 @@ def idle_transactions(
     monitor = Monitor(url)
     try:
         pids = [p.pid for p in procs]
-        while (
-            monitor.value("SELECT count(*) FROM pgbus.processes WHERE pid = ANY(%s)", (pids,))
-            < workers
-        ):
-            time.sleep(0.01)
-        time.sleep(seconds)
+        poll(
+            lambda: (
+                monitor.value("SELECT count(*) FROM pgbus.processes WHERE pid = ANY(%s)", (pids,))
+                >= workers
+            ),
+            f"{workers} worker(s) registered",
+        )
+        time.sleep(seconds)  # the idle period being measured
     finally:
         monitor.close()
         stop(procs)
@@ -195,17 +206,17 @@ def pickup_latency(url: str, samples: int) -> dict[str, list[float]]:
     clear_runs(url)
     with psycopg.connect(url, autocommit=True) as c:
         others = c.execute(WORKERS).fetchone()[0]  # someone else's, counted by wait_for_workers
+        listening = c.execute(LISTENERS).fetchone()[0]
         procs = start_workers(url, 1, 1)
         try:
             wait_for_workers(url, others + 1)
-            time.sleep(1)  # let the listener settle
+            wait_for_listener(c, listening)
+            monitor = Monitor(url)
             for i in range(samples):
                 NoopWorkflow.start(conn=c)
-                while c.execute(FINISHED).fetchone()[0] <= i:
-                    if (error := c.execute(STOPPED).fetchone()) is not None:
-                        raise RuntimeError(f"a run stopped before finishing: {error[0]}")
-                    time.sleep(0.005)
-                time.sleep(0.3)
+                poll(lambda i=i: finished(monitor, i + 1), f"run {i + 1} finished")
+                time.sleep(0.3)  # quiet past PGMQ's 250 ms notify throttle, as in production
+            monitor.close()
             rows = c.execute(
                 "SELECT step_name = 'one', extract(epoch FROM started_at - scheduled_at) * 1000"
                 " FROM pgbus.workflow_steps"
