@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 import psycopg
@@ -57,42 +57,52 @@ class JobTransaction:
 
     def connection(self) -> psycopg.Connection:
         if self._conn is None:
-            self._conn = self._begin(retry=True)
+            self._conn = self._begin()
         return self._conn
 
     def execute_once(self, query: str, params: tuple[Any, ...]) -> Any:
         """Runs one statement in this transaction and returns its first row. When nothing was
         written in it yet, the statement is the whole transaction: it runs on its own in
         autocommit (one round trip instead of BEGIN, statement, COMMIT) and has committed when
-        this returns; the commit hooks still run after it, by the worker."""
+        this returns; the commit hooks still run after it, by the worker. (Tried again on a
+        fresh connection when the first one was dead: had the first try committed after all,
+        the statement must be one that is safe to run again.)"""
         if self._conn is not None:
             return self._conn.execute(query, params).fetchone()
-        try:
-            with pool().connection() as conn:
-                return conn.execute(query, params).fetchone()
-        except psycopg.OperationalError:
-            # A pooled connection that died while idle (a server restart): as in _begin, the
-            # pool drops the dead ones and a fresh connection is tried once. Had the first try
-            # committed after all, the statement must be one that is safe to run again.
-            pool().check()
+
+        def run() -> Any:
             with pool().connection() as conn:
                 return conn.execute(query, params).fetchone()
 
-    def _begin(self, retry: bool) -> psycopg.Connection:
-        taking = ExitStack()
-        try:
-            conn = taking.enter_context(pool().connection())
-            taking.enter_context(conn.transaction())
-        except psycopg.OperationalError:
-            # Pooled connections that died while idle (a server restart): the pool drops them,
-            # and a fresh connection is tried once before the job sees an error.
-            taking.close()
-            if not retry:
+        return _retry_on_dead_connection(run)
+
+    def _begin(self) -> psycopg.Connection:
+        def take() -> tuple[ExitStack, psycopg.Connection]:
+            taking = ExitStack()
+            try:
+                conn = taking.enter_context(pool().connection())
+                taking.enter_context(conn.transaction())
+            except BaseException:
+                taking.close()
                 raise
-            pool().check()  # drops every other dead idle connection too
-            return self._begin(retry=False)
+            return taking, conn
+
+        taking, conn = _retry_on_dead_connection(take)
         self._stack.enter_context(taking)
         return conn
+
+
+T = TypeVar("T")
+
+
+def _retry_on_dead_connection(attempt: Callable[[], T]) -> T:
+    """Pooled connections that died while idle (a server restart) fail their first use: the
+    pool drops them all, and `attempt` is tried once more before the caller sees an error."""
+    try:
+        return attempt()
+    except psycopg.OperationalError:
+        pool().check()
+        return attempt()
 
 
 # The job running on this thread (its msg_id, read_ct, job_id...); None outside a job.
