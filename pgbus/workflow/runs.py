@@ -87,14 +87,8 @@ class WorkflowRun:
 
     def row(self, conn: psycopg.Connection | None = None) -> dict[str, Any] | None:
         """The run's row (status, current_step, pause_cause, ...), or None once it is gone."""
-        with connection(conn) as c:
-            return (
-                c.cursor(row_factory=dict_row)
-                .execute(
-                    "SELECT * FROM pgbus.workflows WHERE workflow_id = %s", (self.workflow_id,)
-                )
-                .fetchone()
-            )
+        rows = self._rows("SELECT * FROM pgbus.workflows WHERE workflow_id = %s", conn)
+        return rows[0] if rows else None
 
     def status(self, conn: psycopg.Connection | None = None) -> str | None:
         row = self.row(conn)
@@ -111,15 +105,9 @@ class WorkflowRun:
 
     def steps(self, conn: psycopg.Connection | None = None) -> list[dict[str, Any]]:
         """Every attempt, oldest first."""
-        with connection(conn) as c:
-            return (
-                c.cursor(row_factory=dict_row)
-                .execute(
-                    "SELECT * FROM pgbus.workflow_steps WHERE workflow_id = %s ORDER BY step_id",
-                    (self.workflow_id,),
-                )
-                .fetchall()
-            )
+        return self._rows(
+            "SELECT * FROM pgbus.workflow_steps WHERE workflow_id = %s ORDER BY step_id", conn
+        )
 
     def available_actions(self, conn: psycopg.Connection | None = None) -> list[str]:
         with connection(conn) as c:
@@ -223,15 +211,15 @@ class WorkflowRun:
 
     def signals(self, conn: psycopg.Connection | None = None) -> list[dict[str, Any]]:
         """Every signal delivered to the run, oldest first."""
+        return self._rows(
+            "SELECT * FROM pgbus.workflow_signals WHERE workflow_id = %s ORDER BY signal_id", conn
+        )
+
+    def _rows(self, query: str, conn: psycopg.Connection | None) -> list[dict[str, Any]]:
+        """The rows of `query` (which takes this run's id) as dicts."""
         with connection(conn) as c:
-            return (
-                c.cursor(row_factory=dict_row)
-                .execute(
-                    "SELECT * FROM pgbus.workflow_signals WHERE workflow_id = %s ORDER BY signal_id",
-                    (self.workflow_id,),
-                )
-                .fetchall()
-            )
+            cursor = c.cursor(row_factory=dict_row)
+            return cursor.execute(query, (self.workflow_id,)).fetchall()
 
     def rerun(
         self,

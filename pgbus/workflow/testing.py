@@ -22,7 +22,7 @@ from pgbus.commit_hooks import run_hooks
 from pgbus.config import settings
 from pgbus.db import pool
 from pgbus.errors import PgbusError
-from pgbus.jobs import JobTransaction, current_transaction
+from pgbus.jobs import Job, JobTransaction, current_transaction
 from pgbus.workflow.runner import BatchFinishedJob, StepJob
 from pgbus.workflow.runs import WorkflowRun
 
@@ -79,15 +79,20 @@ def perform_next_step(run: WorkflowRun) -> str:
         job = StepJob()
         job.step_context = context
         job.msg_id, job.read_ct = step["msg_id"], 1
-        with ExitStack() as stack:
-            job.transaction = JobTransaction(stack)
-            token = current_transaction.set(job.transaction)
-            try:
-                job.perform(str(run.workflow_id), step["step_id"])
-            finally:
-                current_transaction.reset(token)
-        run_hooks(job.transaction.commit_hooks)
+        _perform_inline(job, str(run.workflow_id), step["step_id"])
     return run.status()
+
+
+def _perform_inline(job: Job, *args: Any) -> None:
+    """Performs `job` in a transaction of its own, as a worker would, then its commit hooks."""
+    with ExitStack() as stack:
+        job.transaction = JobTransaction(stack)
+        token = current_transaction.set(job.transaction)
+        try:
+            job.perform(*args)
+        finally:
+            current_transaction.reset(token)
+    run_hooks(job.transaction.commit_hooks)
 
 
 def run_step_inline(run: WorkflowRun, step_name: str) -> str:
@@ -166,11 +171,9 @@ def complete_fan_out(run: WorkflowRun, dead_lettered: int = 0) -> str:
                 c.execute(
                     "SELECT pgbus.batch_member_done(%s, %s, %s)", (step["batch_id"], outcome, n)
                 )
-    job = BatchFinishedJob()
-    with ExitStack() as stack:
-        job.transaction = JobTransaction(stack)
-        job.perform({"workflow_id": str(run.workflow_id), "step_id": step["step_id"]})
-    run_hooks(job.transaction.commit_hooks)
+    _perform_inline(
+        BatchFinishedJob(), {"workflow_id": str(run.workflow_id), "step_id": step["step_id"]}
+    )
     return run.status()
 
 
