@@ -271,11 +271,14 @@ DECLARE
     run pgbus.workflows;
     new_status text;
 BEGIN
-    SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_fan_out_finished.step_id;
+    SELECT * INTO run FROM pgbus.workflows w
+    WHERE w.workflow_id = (SELECT s.workflow_id FROM pgbus.workflow_steps s
+                           WHERE s.step_id = workflow_fan_out_finished.step_id)
+    FOR UPDATE;
     IF NOT FOUND THEN
         RETURN jsonb_build_object('ok', false, 'code', 'not_found');
     END IF;
-    SELECT * INTO run FROM pgbus.workflows w WHERE w.workflow_id = attempt.workflow_id FOR UPDATE;
+    -- Read under the run's lock, which every writer of an attempt holds.
     SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_fan_out_finished.step_id;
     IF attempt.status <> 'waiting' OR attempt.batch_id IS NULL OR attempt.step_id IS DISTINCT FROM run.current_step_id THEN
         RETURN jsonb_build_object('ok', false, 'code', 'stale', 'status', run.status);
