@@ -123,13 +123,16 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.wait(30)
 
 
-def poll(condition: Callable[[], bool], what: str, timeout: float = 300.0) -> None:
-    """Waits until `condition()` holds; raises TimeoutError naming `what` after `timeout` s."""
+def poll(
+    condition: Callable[[], bool], what: str, timeout: float = 300.0, every: float = 0.005
+) -> None:
+    """Checks `condition()` every `every` s until it holds; raises TimeoutError naming `what`
+    after `timeout` s."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise TimeoutError(f"bench: no {what} after {timeout:.0f} s")
-        time.sleep(0.005)
+        time.sleep(every)
 
 
 def wait_for_workers(url: str, n: int) -> None:

@@ -38,6 +38,13 @@ BEGIN
     IF notify THEN
         PERFORM pgmq.enable_notify_insert(queue, 250);
     END IF;
+    BEGIN
+        PERFORM pgbus.queue_functions_refresh();
+    EXCEPTION WHEN insufficient_privilege THEN
+        -- A role that does not own pgbus's functions: the queue works through PGMQ's own
+        -- functions until the next `pgbus db migrate`.
+        NULL;
+    END;
     RETURN true;
 END;
 $$;
@@ -94,8 +101,8 @@ BEGIN
         END IF;
     END IF;
     PERFORM pgbus.ensure_queue(queue);
-    IF n = 1 THEN  -- pgmq.send costs less than a batch of one
-        RETURN QUERY SELECT * FROM pgmq.send(
+    IF n = 1 THEN  -- a send costs less than a batch of one
+        RETURN NEXT pgbus.queue_send(
             queue, pgbus.job_envelope(queue, job_class, arguments[1], run_at, batch_id),
             coalesce(run_at, clock_timestamp()));
         RETURN;
@@ -142,7 +149,7 @@ BEGIN
     FOREACH q IN ARRAY coalesce(queues, '{}') LOOP
         EXIT WHEN remaining <= 0;
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pgmq.meta m WHERE m.queue_name = q);
-        FOR r IN SELECT * FROM pgmq.read(q, vt_seconds, remaining) LOOP
+        FOR r IN SELECT * FROM pgbus.queue_read(q, vt_seconds, remaining) LOOP
             remaining := remaining - 1;
             context := NULL;
             IF r.message ->> 'job_class' = pgbus.step_job_class() THEN

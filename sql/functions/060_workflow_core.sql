@@ -100,18 +100,17 @@ END;
 $$;
 
 -- Sends attempt `step_id`'s StepJob message, visible at `at`; returns its id. The queue exists
--- (workflow_register created it), so it goes straight to PGMQ.
--- (The four-argument send: the three-argument one is a SQL wrapper around it.)
+-- (workflow_register created it), so it goes straight to the queue.
 CREATE OR REPLACE FUNCTION pgbus.workflow_send_step(run uuid, step_id bigint, queue text, at timestamptz)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
-    RETURN pgmq.send(queue,
-                     pgbus.job_envelope(queue, pgbus.step_job_class(),
-                                        jsonb_build_object('kwargs', jsonb_build_object(
-                                            'workflow_id', run, 'step_id', step_id)),
-                                        CASE WHEN at > clock_timestamp() THEN at END, NULL),
-                     NULL::jsonb, greatest(at, clock_timestamp()));
+    RETURN pgbus.queue_send(queue,
+                            pgbus.job_envelope(queue, pgbus.step_job_class(),
+                                               jsonb_build_object('kwargs', jsonb_build_object(
+                                                   'workflow_id', run, 'step_id', step_id)),
+                                               CASE WHEN at > clock_timestamp() THEN at END, NULL),
+                            greatest(at, clock_timestamp()));
 END;
 $$;
 

@@ -95,11 +95,11 @@ BEGIN
     WHERE s.step_id = (message -> 'kwargs' ->> 'step_id')::bigint;
     IF run.workflow_id IS NULL OR attempt.step_id IS NULL OR attempt.step_id IS DISTINCT FROM run.current_step_id
        OR attempt.status NOT IN ('scheduled', 'running') OR run.status NOT IN ('ready', 'running') THEN
-        PERFORM pgmq.archive(queue, msg_id);  -- stale: superseded, or its run moved on or is gone
+        PERFORM pgbus.queue_archive(queue, msg_id);  -- stale: superseded, or its run moved on or is gone
         RETURN NULL;
     END IF;
     IF attempt.status = 'running' THEN
-        PERFORM pgmq.archive(queue, msg_id);
+        PERFORM pgbus.queue_archive(queue, msg_id);
         RETURN jsonb_build_object(
             'stalled', true, 'detection', 'redelivery', 'action', stall_action,
             'status', pgbus.workflow_stall(run, attempt, 'redelivery', stall_action),
@@ -295,7 +295,7 @@ BEGIN
     SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id;
     -- (A scheduled attempt was woken and sent again since: that message is not this one.)
     IF attempt.msg_id IS NOT NULL AND attempt.status <> 'scheduled' THEN
-        PERFORM pgmq.archive(attempt.queue, attempt.msg_id);
+        PERFORM pgbus.queue_archive(attempt.queue, attempt.msg_id);
     END IF;
     IF attempt.status <> 'running' OR attempt.step_id IS DISTINCT FROM run.current_step_id THEN
         -- Stalled, or superseded while it ran: its end changes nothing.

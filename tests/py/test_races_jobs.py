@@ -94,3 +94,45 @@ def test_success_racing_failure_leaves_a_consistent_record(db_url, conn):
         assert ok is True and failed in ("gone", "retry")
         assert archived == 1
         assert conn.execute("SELECT count(*) FROM pgbus.job_failures").fetchone()[0] == 0
+
+
+def test_queues_created_at_once_each_get_their_own_statements(db_url, conn):
+    """Each creation rewrites the queue functions; concurrent ones wait for each other instead
+    of failing, and the last one written knows every queue."""
+    names = [f"race_q{i}" for i in range(6)]
+    created = race(db_url, [("SELECT pgbus.ensure_queue(%s)", (n,)) for n in names])
+    assert created == [True] * 6
+    for fn in ("queue_send", "queue_read", "queue_archive"):
+        body = conn.execute(
+            "SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (f"pgbus.{fn}",)
+        ).fetchone()[0]
+        assert all(f"WHEN '{n}' THEN" in body for n in names), fn
+
+
+def test_readers_at_once_never_take_one_message_twice(db_url, conn):
+    conn.execute("SELECT pgbus.ensure_queue('race_reads')")
+    sent = {
+        r[0]
+        for r in conn.execute(
+            "SELECT pgbus.queue_send('race_reads', jsonb_build_object('n', i), clock_timestamp())"
+            " FROM generate_series(1, 300) i"
+        )
+    }
+    barrier = threading.Barrier(4)
+    taken: list[list[int]] = [[] for _ in range(4)]
+
+    def read(i: int) -> None:
+        with psycopg.connect(db_url, autocommit=True) as c:
+            barrier.wait()
+            while rows := c.execute(
+                "SELECT msg_id FROM pgbus.queue_read('race_reads', 60, 7)"
+            ).fetchall():
+                taken[i].extend(r[0] for r in rows)
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    everything = [m for ids in taken for m in ids]
+    assert sorted(everything) == sorted(sent)

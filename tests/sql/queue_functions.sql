@@ -1,0 +1,139 @@
+-- pgTAP tests for sql/functions/005_queue_functions.sql: pgbus.queue_function_define,
+-- queue_functions_refresh and the functions it writes, queue_send, queue_read, queue_archive.
+-- Each of the three must do what PGMQ's own function does, on a queue it has a static
+-- statement for (created by ensure_queue) and on one it falls through for (pgmq.create).
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(62);
+
+CREATE TEMP TABLE t_ids (name text, id bigint);
+-- Whether `fn`'s body has a statement of its own for `queue`'s table.
+CREATE FUNCTION pg_temp.has_branch(fn text, queue text) RETURNS boolean LANGUAGE sql AS $f$
+    SELECT prosrc LIKE format('%%WHEN %L THEN%%', queue) FROM pg_proc
+    WHERE oid = ('pgbus.' || fn)::regproc
+$f$;
+
+-------------------------------------------------------------------------------------------------
+-- The functions exist with the documented signatures.
+-------------------------------------------------------------------------------------------------
+SELECT has_function('pgbus', 'queue_functions_refresh', ARRAY[]::text[], 'pgbus.queue_functions_refresh() exists');
+SELECT has_function('pgbus', 'queue_send', ARRAY['text', 'jsonb', 'timestamp with time zone'],
+                    'pgbus.queue_send(text, jsonb, timestamptz) exists');
+SELECT has_function('pgbus', 'queue_read', ARRAY['text', 'integer', 'integer'],
+                    'pgbus.queue_read(text, integer, integer) exists');
+SELECT has_function('pgbus', 'queue_archive', ARRAY['text', 'bigint'], 'pgbus.queue_archive(text, bigint) exists');
+
+-------------------------------------------------------------------------------------------------
+-- queue_function_define: one branch per queue of pgmq.meta, else the fallback.
+-------------------------------------------------------------------------------------------------
+SELECT pgbus.ensure_queue('qf_fast');
+SELECT pgbus.queue_function_define(
+    $h$pg_temp.qf_probe(queue_name text) RETURNS text LANGUAGE plpgsql AS $fn$$h$,
+    $b$WHEN %1$L THEN RETURN %2$L || ' ' || %3$L;$b$,
+    $f$RETURN 'fallback';$f$);
+SELECT is(pg_temp.qf_probe('qf_fast'), 'q_qf_fast a_qf_fast', 'a queue of pgmq.meta gets its branch, with its tables');
+SELECT is(pg_temp.qf_probe('qf_nowhere'), 'fallback', 'any other name falls through');
+SELECT is(pg_temp.qf_probe(NULL), 'fallback', 'so does NULL');
+
+SAVEPOINT no_queues;
+DELETE FROM pgmq.meta;
+SELECT lives_ok(
+    $q$SELECT pgbus.queue_function_define(
+        $h$pg_temp.qf_probe(queue_name text) RETURNS text LANGUAGE plpgsql AS $fn$$h$,
+        $b$WHEN %1$L THEN RETURN %2$L;$b$, $f$RETURN 'fallback';$f$)$q$,
+    'with no queue at all it writes the fallback alone');
+SELECT is(pg_temp.qf_probe('qf_fast'), 'fallback', '... which answers every queue');
+ROLLBACK TO SAVEPOINT no_queues;
+
+-------------------------------------------------------------------------------------------------
+-- Which queues have a statement of their own.
+-------------------------------------------------------------------------------------------------
+SELECT ok(pg_temp.has_branch('queue_send', 'qf_fast') AND pg_temp.has_branch('queue_read', 'qf_fast')
+          AND pg_temp.has_branch('queue_archive', 'qf_fast'),
+          'ensure_queue writes a branch for the queue it created into all three functions');
+SELECT pgmq.create('qf_slow');
+SELECT ok(NOT pg_temp.has_branch('queue_send', 'qf_slow'), 'a queue made by pgmq.create alone has none yet');
+
+-------------------------------------------------------------------------------------------------
+-- The same behaviour as PGMQ's functions, with and without a branch.
+-------------------------------------------------------------------------------------------------
+CREATE FUNCTION pg_temp.behaves_like_pgmq(q text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
+DECLARE
+    first bigint;
+    second bigint;
+    later bigint;
+    r record;
+    a record;
+BEGIN
+    first := pgbus.queue_send(q, '{"n": 1}', clock_timestamp());
+    second := pgbus.queue_send(q, '{"n": 2}', clock_timestamp());
+    later := pgbus.queue_send(q, '{"n": 3}', clock_timestamp() + interval '1 hour');
+    RETURN NEXT ok(first < second AND second < later, q || ': send returns increasing ids');
+    EXECUTE format('SELECT * FROM pgmq.%I WHERE msg_id = $1', pgmq.format_table_name(q, 'q')) INTO r USING later;
+    RETURN NEXT ok(r.message = '{"n": 3}' AND r.read_ct = 0 AND r.headers IS NULL AND r.vt > clock_timestamp() + interval '59 minutes',
+                   q || ': the message is stored with its body, no headers, unread, visible at the time given');
+
+    SELECT * INTO r FROM pgbus.queue_read(q, 30, 1);
+    RETURN NEXT is(r.msg_id, first, q || ': read takes the oldest visible message first, one when asked for one');
+    RETURN NEXT ok(r.read_ct = 1 AND r.last_read_at IS NOT NULL
+                   AND r.vt BETWEEN clock_timestamp() + interval '29 seconds' AND clock_timestamp() + interval '31 seconds',
+                   q || ': ... counted as read once and hidden for vt_seconds');
+    RETURN NEXT is(r.message, '{"n": 1}'::jsonb, q || ': ... with its body');
+    RETURN NEXT is((SELECT array_agg(m.msg_id) FROM pgbus.queue_read(q, 30, 10) m), ARRAY[second],
+                   q || ': the next read skips the hidden one and the one not yet visible');
+    RETURN NEXT is((SELECT count(*) FROM pgbus.queue_read(q, 30, 10)), 0::bigint, q || ': then nothing is visible');
+
+    RETURN NEXT ok(pgbus.queue_archive(q, first), q || ': archive answers true for a message that was there');
+    EXECUTE format('SELECT * FROM pgmq.%I WHERE msg_id = $1', pgmq.format_table_name(q, 'a')) INTO a USING first;
+    RETURN NEXT ok(a.message = '{"n": 1}' AND a.read_ct = 1 AND a.last_read_at IS NOT NULL AND a.archived_at IS NOT NULL,
+                   q || ': ... and moves it to the archive as it was');
+    EXECUTE format('SELECT count(*) FROM pgmq.%I WHERE msg_id = $1', pgmq.format_table_name(q, 'q')) INTO r USING first;
+    RETURN NEXT is(r.count, 0::bigint, q || ': ... out of the queue');
+    RETURN NEXT ok(NOT pgbus.queue_archive(q, first), q || ': a second archive of it answers false');
+    RETURN NEXT ok(NOT pgbus.queue_archive(q, -1), q || ': so does an id never sent');
+    RETURN NEXT is((SELECT count(*) FROM pgbus.queue_read(q, 1, 0)), 0::bigint, q || ': a read of zero reads nothing');
+END;
+$f$;
+SELECT * FROM pg_temp.behaves_like_pgmq('qf_fast');
+SELECT * FROM pg_temp.behaves_like_pgmq('qf_slow');
+
+SELECT throws_ok($$SELECT pgbus.queue_send('qf_missing', '{}', now())$$, '42P01', NULL,
+                 'send to a queue that does not exist raises as PGMQ does');
+SELECT throws_ok($$SELECT * FROM pgbus.queue_read('qf_missing', 30, 1)$$, '42P01', NULL, '... so does read');
+SELECT throws_ok($$SELECT pgbus.queue_archive('qf_missing', 1)$$, '42P01', NULL, '... and archive');
+
+-------------------------------------------------------------------------------------------------
+-- queue_functions_refresh
+-------------------------------------------------------------------------------------------------
+SELECT lives_ok('SELECT pgbus.queue_functions_refresh()', 'refresh runs');
+SELECT ok(pg_temp.has_branch('queue_send', 'qf_slow') AND pg_temp.has_branch('queue_read', 'qf_slow')
+          AND pg_temp.has_branch('queue_archive', 'qf_slow'),
+          'after a refresh a queue made by pgmq.create alone has its branches too');
+SELECT * FROM pg_temp.behaves_like_pgmq('qf_slow');
+SELECT lives_ok('SELECT pgbus.queue_functions_refresh(); SELECT pgbus.queue_functions_refresh()',
+                'a second refresh changes nothing and fails nothing');
+SELECT ok(pg_temp.has_branch('queue_send', 'qf_fast'), '... the branches stay');
+
+SELECT pgmq.drop_queue('qf_slow');
+SELECT pgbus.queue_functions_refresh();
+SELECT ok(NOT pg_temp.has_branch('queue_send', 'qf_slow'), 'a dropped queue loses its branch at the next refresh');
+SELECT pgmq.create('qf_slow');
+SELECT is(pgbus.queue_archive('qf_slow', pgbus.queue_send('qf_slow', '{}', clock_timestamp())), true,
+          '... and made again by pgmq.create, works through PGMQ''s functions');
+
+-------------------------------------------------------------------------------------------------
+-- A role that may create queues but does not own pgbus's functions: ensure_queue still works.
+-------------------------------------------------------------------------------------------------
+CREATE ROLE pgbus_qf_app;
+GRANT USAGE, CREATE ON SCHEMA pgmq, pgbus TO pgbus_qf_app;
+GRANT ALL ON ALL TABLES IN SCHEMA pgmq TO pgbus_qf_app;
+GRANT ALL ON ALL SEQUENCES IN SCHEMA pgmq TO pgbus_qf_app;
+SET LOCAL ROLE pgbus_qf_app;
+SELECT is(pgbus.ensure_queue('qf_by_app'), true, 'ensure_queue by a role that cannot replace the functions creates the queue');
+SELECT is(pgbus.queue_archive('qf_by_app', pgbus.queue_send('qf_by_app', '{}', clock_timestamp())), true,
+          '... which works through PGMQ''s functions');
+RESET ROLE;
+SELECT ok(NOT pg_temp.has_branch('queue_send', 'qf_by_app'), '... until a refresh by the owner');
+
+SELECT * FROM finish();
+ROLLBACK;
