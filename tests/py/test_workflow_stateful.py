@@ -233,6 +233,24 @@ class WorkflowMachine(RuleBasedStateMachine):
 
     # -- the fake worker -------------------------------------------------------------------
 
+    def taken(self, before: Snapshot) -> int | None:
+        """The message a read of one took: one of those that became visible first (several
+        can share that moment), or None when nothing was visible."""
+        due = [m for m in before.queue.values() if m["vt"] <= before.clock]
+        if not due:
+            return None
+        first = min(m["vt"] for m in due)
+        candidates = [m["msg_id"] for m in due if m["vt"] == first]
+        untouched = {
+            msg_id
+            for msg_id, read_ct in self.conn.execute(
+                f"SELECT msg_id, read_ct FROM {QTABLE} WHERE msg_id = ANY(%s)", (candidates,)
+            )
+            if read_ct == before.queue[msg_id]["read_ct"]
+        }
+        [msg_id] = set(candidates) - untouched
+        return msg_id
+
     def deliver(self, before: Snapshot, msg_id: int | None, rows: list, stall_action: str):
         """Checks one read of message `msg_id` (None: nothing was visible) by read_jobs;
         returns the attempt it began, if any."""
@@ -438,13 +456,12 @@ class WorkflowMachine(RuleBasedStateMachine):
             " WHERE s.msg_id = q.msg_id AND s.status = 'scheduled'"
         )
         before = self.snapshot()
-        msg_id = self.one(f"SELECT min(msg_id) FROM {QTABLE} WHERE vt <= clock_timestamp()")
         rows = (
             self.conn.cursor(row_factory=dict_row)
             .execute("SELECT * FROM pgbus.read_jobs(ARRAY[%s], 3600, 1, 'w:1', 'rev')", (QUEUE,))
             .fetchall()
         )
-        began = self.deliver(before, msg_id, rows, "pause")
+        began = self.deliver(before, self.taken(before), rows, "pause")
         return multiple() if began is None else multiple(began)
 
     @rule(

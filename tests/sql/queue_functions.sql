@@ -1,10 +1,11 @@
 -- pgTAP tests for sql/functions/005_queue_functions.sql: pgbus.queue_function_define,
 -- queue_functions_refresh and the functions it writes, queue_send, queue_read, queue_archive.
--- Each of the three must do what PGMQ's own function does, on a queue it has a static
--- statement for (created by ensure_queue) and on one it falls through for (pgmq.create).
+-- Each of the three must do what PGMQ's own function does (a read in order of visibility
+-- rather than of ids), on a queue it has the statement written out for (created by
+-- ensure_queue) and on one it builds the statement for on each call (made by pgmq.create).
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(62);
+SELECT plan(65);
 
 CREATE TEMP TABLE t_ids (name text, id bigint);
 -- Whether `fn`'s body has a statement of its own for `queue`'s table.
@@ -27,22 +28,27 @@ SELECT has_function('pgbus', 'queue_archive', ARRAY['text', 'bigint'], 'pgbus.qu
 -- queue_function_define: one branch per queue of pgmq.meta, else the fallback.
 -------------------------------------------------------------------------------------------------
 SELECT pgbus.ensure_queue('qf_fast');
-SELECT pgbus.queue_function_define(
-    $h$pg_temp.qf_probe(queue_name text) RETURNS text LANGUAGE plpgsql AS $fn$$h$,
-    $b$WHEN %1$L THEN RETURN %2$L || ' ' || %3$L;$b$,
-    $f$RETURN 'fallback';$f$);
-SELECT is(pg_temp.qf_probe('qf_fast'), 'q_qf_fast a_qf_fast', 'a queue of pgmq.meta gets its branch, with its tables');
-SELECT is(pg_temp.qf_probe('qf_nowhere'), 'fallback', 'any other name falls through');
-SELECT is(pg_temp.qf_probe(NULL), 'fallback', 'so does NULL');
+CREATE FUNCTION pg_temp.define_probe() RETURNS void LANGUAGE sql AS $f$
+    SELECT pgbus.queue_function_define(
+        $h$pg_temp.qf_probe(queue_name text) RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+    r text;$h$,
+        $s$SELECT %1$L || ' ' || %2$L$s$,
+        'RETURN (%s);',
+        E'EXECUTE %s INTO r;\nRETURN ''built: '' || r;')
+$f$;
+SELECT pg_temp.define_probe();
+SELECT is(pg_temp.qf_probe('qf_fast'), 'q_qf_fast a_qf_fast',
+          'a queue of pgmq.meta gets the statement written out, with its tables');
+SELECT is(pg_temp.qf_probe('qf_nowhere'), 'built: q_qf_nowhere a_qf_nowhere',
+          'any other queue gets the same statement built for it on the call');
+SELECT throws_ok($$SELECT pgbus.queue_send(NULL, '{}', now())$$, '22004', NULL,
+                 'a NULL queue name raises, and sends nothing');
 
 SAVEPOINT no_queues;
 DELETE FROM pgmq.meta;
-SELECT lives_ok(
-    $q$SELECT pgbus.queue_function_define(
-        $h$pg_temp.qf_probe(queue_name text) RETURNS text LANGUAGE plpgsql AS $fn$$h$,
-        $b$WHEN %1$L THEN RETURN %2$L;$b$, $f$RETURN 'fallback';$f$)$q$,
-    'with no queue at all it writes the fallback alone');
-SELECT is(pg_temp.qf_probe('qf_fast'), 'fallback', '... which answers every queue');
+SELECT lives_ok('SELECT pg_temp.define_probe()', 'with no queue at all it writes the built statement alone');
+SELECT is(pg_temp.qf_probe('qf_fast'), 'built: q_qf_fast a_qf_fast', '... which serves every queue');
 ROLLBACK TO SAVEPOINT no_queues;
 
 -------------------------------------------------------------------------------------------------
@@ -55,9 +61,9 @@ SELECT pgmq.create('qf_slow');
 SELECT ok(NOT pg_temp.has_branch('queue_send', 'qf_slow'), 'a queue made by pgmq.create alone has none yet');
 
 -------------------------------------------------------------------------------------------------
--- The same behaviour as PGMQ's functions, with and without a branch.
+-- A queue's behaviour, with the statement written out and built on each call.
 -------------------------------------------------------------------------------------------------
-CREATE FUNCTION pg_temp.behaves_like_pgmq(q text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
+CREATE FUNCTION pg_temp.behaves_as_a_queue(q text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
 DECLARE
     first bigint;
     second bigint;
@@ -65,6 +71,7 @@ DECLARE
     r record;
     a record;
 BEGIN
+    PERFORM pgmq.purge_queue(q);
     first := pgbus.queue_send(q, '{"n": 1}', clock_timestamp());
     second := pgbus.queue_send(q, '{"n": 2}', clock_timestamp());
     later := pgbus.queue_send(q, '{"n": 3}', clock_timestamp() + interval '1 hour');
@@ -92,13 +99,19 @@ BEGIN
     RETURN NEXT ok(NOT pgbus.queue_archive(q, first), q || ': a second archive of it answers false');
     RETURN NEXT ok(NOT pgbus.queue_archive(q, -1), q || ': so does an id never sent');
     RETURN NEXT is((SELECT count(*) FROM pgbus.queue_read(q, 1, 0)), 0::bigint, q || ': a read of zero reads nothing');
+
+    -- Sent earlier but visible later: the one that became visible first is read first.
+    first := pgbus.queue_send(q, '{"n": 4}', clock_timestamp() - interval '1 second');
+    second := pgbus.queue_send(q, '{"n": 5}', clock_timestamp() - interval '1 minute');
+    RETURN NEXT is((SELECT array_agg(m.msg_id) FROM pgbus.queue_read(q, 30, 1) m), ARRAY[second],
+                   q || ': read takes the message that became visible first, not the lowest id');
 END;
 $f$;
-SELECT * FROM pg_temp.behaves_like_pgmq('qf_fast');
-SELECT * FROM pg_temp.behaves_like_pgmq('qf_slow');
+SELECT * FROM pg_temp.behaves_as_a_queue('qf_fast');
+SELECT * FROM pg_temp.behaves_as_a_queue('qf_slow');
 
 SELECT throws_ok($$SELECT pgbus.queue_send('qf_missing', '{}', now())$$, '42P01', NULL,
-                 'send to a queue that does not exist raises as PGMQ does');
+                 'send to a queue that does not exist raises as PGMQ does, and changes nothing');
 SELECT throws_ok($$SELECT * FROM pgbus.queue_read('qf_missing', 30, 1)$$, '42P01', NULL, '... so does read');
 SELECT throws_ok($$SELECT pgbus.queue_archive('qf_missing', 1)$$, '42P01', NULL, '... and archive');
 
@@ -109,7 +122,7 @@ SELECT lives_ok('SELECT pgbus.queue_functions_refresh()', 'refresh runs');
 SELECT ok(pg_temp.has_branch('queue_send', 'qf_slow') AND pg_temp.has_branch('queue_read', 'qf_slow')
           AND pg_temp.has_branch('queue_archive', 'qf_slow'),
           'after a refresh a queue made by pgmq.create alone has its branches too');
-SELECT * FROM pg_temp.behaves_like_pgmq('qf_slow');
+SELECT * FROM pg_temp.behaves_as_a_queue('qf_slow');
 SELECT lives_ok('SELECT pgbus.queue_functions_refresh(); SELECT pgbus.queue_functions_refresh()',
                 'a second refresh changes nothing and fails nothing');
 SELECT ok(pg_temp.has_branch('queue_send', 'qf_fast'), '... the branches stay');
@@ -119,7 +132,7 @@ SELECT pgbus.queue_functions_refresh();
 SELECT ok(NOT pg_temp.has_branch('queue_send', 'qf_slow'), 'a dropped queue loses its branch at the next refresh');
 SELECT pgmq.create('qf_slow');
 SELECT is(pgbus.queue_archive('qf_slow', pgbus.queue_send('qf_slow', '{}', clock_timestamp())), true,
-          '... and made again by pgmq.create, works through PGMQ''s functions');
+          '... and made again by pgmq.create, works with the statement built on each call');
 
 -------------------------------------------------------------------------------------------------
 -- A role that may create queues but does not own pgbus's functions: ensure_queue still works.
@@ -131,7 +144,7 @@ GRANT ALL ON ALL SEQUENCES IN SCHEMA pgmq TO pgbus_qf_app;
 SET LOCAL ROLE pgbus_qf_app;
 SELECT is(pgbus.ensure_queue('qf_by_app'), true, 'ensure_queue by a role that cannot replace the functions creates the queue');
 SELECT is(pgbus.queue_archive('qf_by_app', pgbus.queue_send('qf_by_app', '{}', clock_timestamp())), true,
-          '... which works through PGMQ''s functions');
+          '... which works with the statement built on each call');
 RESET ROLE;
 SELECT ok(NOT pg_temp.has_branch('queue_send', 'qf_by_app'), '... until a refresh by the owner');
 
