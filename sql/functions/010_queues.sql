@@ -41,8 +41,8 @@ BEGIN
     BEGIN
         PERFORM pgbus.queue_functions_refresh();
     EXCEPTION WHEN insufficient_privilege THEN
-        -- A role that does not own pgbus's functions: the queue works through PGMQ's own
-        -- functions until the next `pgbus db migrate`.
+        -- A role that does not own pgbus's functions: until the next `pgbus db migrate`,
+        -- the queue functions build their statement for this queue on each call.
         NULL;
     END;
     RETURN true;

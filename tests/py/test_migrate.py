@@ -91,6 +91,21 @@ def test_changed_functions_are_reapplied(db_url):
         assert c.execute("SELECT installed_as FROM pgbus.pgmq_info()").fetchone()[0] == "sql"
 
 
+def test_reapplying_the_functions_writes_the_queue_statements_for_every_queue(db_url):
+    """An upgrade: queues made before this version, or by pgmq.create alone, get their own
+    statements in the queue functions when `migrate` re-applies the SQL."""
+    with psycopg.connect(db_url, autocommit=True) as c:
+        c.execute("SELECT pgmq.create('made_by_pgmq')")
+        c.execute("UPDATE pgbus.meta SET value = 'stale' WHERE key = 'sql_digest'")
+    migrate.migrate(db_url)
+    with psycopg.connect(db_url) as c:
+        for fn in ("queue_send", "queue_read", "queue_archive"):
+            body = c.execute(
+                "SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (f"pgbus.{fn}",)
+            ).fetchone()[0]
+            assert "WHEN 'made_by_pgmq' THEN" in body, fn
+
+
 def test_status_of_an_unmigrated_database(empty_db_url):
     st = migrate.status(empty_db_url)
     assert st.pending == ALL
