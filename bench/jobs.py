@@ -135,6 +135,10 @@ def poll(
         time.sleep(every)
 
 
+def p50_p99(values: list[float]) -> tuple[float, float]:
+    return statistics.median(values), statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
 def wait_for_workers(url: str, n: int) -> None:
     with psycopg.connect(url, autocommit=True) as c:
         poll(
@@ -208,8 +212,7 @@ def pickup_latency(url: str, samples: int) -> tuple[float, float]:
             lat = [r[0] for r in c.execute("SELECT enqueue_latency_ms FROM pgbus.job_stats")]
         finally:
             stop(procs)
-    q = statistics.quantiles(lat, n=100, method="inclusive")
-    return statistics.median(lat), q[98]
+    return p50_p99(lat)
 
 
 def main() -> int:

@@ -14,13 +14,12 @@ Budget: pgbus.queue_read's median <= 5 ms in both cases, whatever --delayed is.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 
 import psycopg
 
-from bench.jobs import scratch_database, server_url
+from bench.jobs import p50_p99, scratch_database, server_url
 
 QUEUE = "bench_delayed"
 BUDGET_MS = 5.0
@@ -46,10 +45,6 @@ def timings(conn: psycopg.Connection, read: str, reads: int, due: int) -> list[f
         conn.execute(read, (QUEUE,)).fetchall()
         out.append((time.perf_counter() - started) * 1000)
     return out
-
-
-def p50_p99(values: list[float]) -> tuple[float, float]:
-    return statistics.median(values), statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
 def main() -> int:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -50,6 +49,7 @@ from bench.jobs import (
     ROOT,
     durability,
     in_threads,
+    p50_p99,
     poll,
     raw_pgmq_rate,
     scratch_database,
@@ -235,10 +235,6 @@ def pickup_latency(url: str, samples: int) -> dict[str, list[float]]:
         "first": [float(ms) for first, ms in rows if first],
         "next": [float(ms) for first, ms in rows if not first],
     }
-
-
-def p50_p99(values: list[float]) -> tuple[float, float]:
-    return statistics.median(values), statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
 def main() -> int:

@@ -23,6 +23,22 @@ def database_url(admin_url: str, name: str) -> str:
     return urlunsplit(urlsplit(admin_url)._replace(path="/" + name))
 
 
+QUEUE_FUNCTIONS = ["queue_send", "queue_read", "queue_archive"]
+
+
+def queue_statements_written(conn: Any, queue: str) -> list[str]:
+    """The queue functions (of QUEUE_FUNCTIONS, in pgbus) whose body has `queue`'s statement
+    written out."""
+    return [
+        fn
+        for fn in QUEUE_FUNCTIONS
+        if f"WHEN '{queue}' THEN"
+        in conn.execute(
+            "SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (f"pgbus.{fn}",)
+        ).fetchone()[0]
+    ]
+
+
 def count_effects(conn: Any, kind: str, key: str | None = None) -> int:
     """Rows of the sample jobs' `effects` table of one kind (and key)."""
     if key is None:

@@ -6,7 +6,7 @@ from pgmq.install import get_embedded_install_sql
 
 from pgbus import migrate
 from pgbus.errors import SchemaNotReady
-from tests.py.support import run_pgbus
+from tests.py.support import QUEUE_FUNCTIONS, queue_statements_written, run_pgbus
 
 ALL = [m.id for m in migrate.read_migrations(str(migrate.MIGRATIONS_DIR))]
 
@@ -99,11 +99,7 @@ def test_reapplying_the_functions_writes_the_queue_statements_for_every_queue(db
         c.execute("UPDATE pgbus.meta SET value = 'stale' WHERE key = 'sql_digest'")
     migrate.migrate(db_url)
     with psycopg.connect(db_url) as c:
-        for fn in ("queue_send", "queue_read", "queue_archive"):
-            body = c.execute(
-                "SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (f"pgbus.{fn}",)
-            ).fetchone()[0]
-            assert "WHEN 'made_by_pgmq' THEN" in body, fn
+        assert queue_statements_written(c, "made_by_pgmq") == QUEUE_FUNCTIONS
 
 
 def test_status_of_an_unmigrated_database(empty_db_url):
