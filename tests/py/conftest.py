@@ -98,3 +98,13 @@ def procs() -> Iterator[list]:
     yield started
     for p in started:
         p.stop()
+
+
+@pytest.fixture
+def throwaway_cluster() -> Iterator:
+    """A PostgreSQL cluster of this test's own on a free port (tests/py/throwaway_cluster.py):
+    restart it, kill it, stop it; removed at the end."""
+    from tests.py.throwaway_cluster import ThrowawayCluster
+
+    with ThrowawayCluster() as cluster:
+        yield cluster
