@@ -78,11 +78,20 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
     return Dispatcher().run()
 
 
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    from pgbus.scheduler import Scheduler
+
+    _boot(args)
+    return Scheduler().run()
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     from pgbus.supervisor import Supervisor
 
     _boot(args)
-    return Supervisor(args.imports, with_dispatcher=not args.no_dispatcher).run()
+    return Supervisor(
+        args.imports, with_dispatcher=not args.no_dispatcher, with_scheduler=not args.no_scheduler
+    ).run()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -118,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     start = sub.add_parser(
         "start", parents=[app], help="run the configured workers and a dispatcher"
     )
-    start.add_argument("--no-dispatcher", action="store_true", help="workers only")
+    start.add_argument("--no-dispatcher", action="store_true", help="no dispatcher")
+    start.add_argument("--no-scheduler", action="store_true", help="no scheduler")
     start.set_defaults(run=cmd_start)
     worker = sub.add_parser("worker", parents=[app], help="run one worker process")
     worker.add_argument(
@@ -129,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("dispatcher", parents=[app], help="run the maintenance process").set_defaults(
         run=cmd_dispatcher
     )
+    sub.add_parser(
+        "scheduler", parents=[app], help="run the scheduler (recurring and deploy tasks)"
+    ).set_defaults(run=cmd_scheduler)
     demo = sub.add_parser("demo", help="run the sample workload against the database")
     demo.add_argument("--seconds", type=float, default=0, help="stop after this long (0: Ctrl-C)")
     demo.set_defaults(run=cmd_demo)

@@ -117,6 +117,26 @@ def _workers(name: str, value: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _time_zone(name: str, value: Any) -> str:
+    from pgbus.scheduling import time_zone
+
+    try:
+        return time_zone(value).key
+    except ValueError as exc:
+        raise ConfigurationError(name, str(exc)) from None
+
+
+def _tasks(kind: str) -> Check:
+    """recurring_tasks / deploy_tasks: {key: options}; checked in pgbus.scheduling."""
+
+    def check(name: str, value: Any) -> Any:
+        from pgbus.scheduling import check_setting
+
+        return check_setting(kind, name, value)
+
+    return check
+
+
 def _setting(default: Any, check: Check) -> Any:
     return dataclasses.field(default=default, metadata={"check": check})
 
@@ -159,6 +179,17 @@ class Settings:
     workflow_max_payload_size: int = _setting(65536, _int_at_least(256))
     workflow_error_backtrace_lines: int = _setting(30, _int_at_least(0))
     app_revision: str | None = _setting(None, _optional_text)
+    # The scheduler: recurring tasks and deploy tasks (pgbus.scheduling, pgbus.scheduler).
+    scheduler_enabled: bool = _setting(True, _boolean)
+    scheduler_interval: timedelta = _setting(timedelta(seconds=1), _positive_duration)
+    scheduler_time_zone: str = _setting("UTC", _time_zone)
+    recurring_tasks: dict[str, Any] | None = _setting(None, _tasks("recurring"))
+    recurring_tasks_file: str | None = _setting(None, _optional_text)
+    recurring_catch_up_window: timedelta = _setting(timedelta(minutes=15), _duration)
+    recurring_execution_retention: timedelta = _setting(timedelta(days=7), _positive_duration)
+    deploy_tasks: dict[str, Any] | None = _setting(None, _tasks("deploy"))
+    deploy_tasks_file: str | None = _setting(None, _optional_text)
+    deploy_task_run_retention: timedelta = _setting(timedelta(days=90), _positive_duration)
     error_reporters: tuple[Callable[..., Any], ...] = _setting((), _callables)
     metrics_backend: str | None = _setting(
         None, lambda n, v: None if v is None else _choice("prometheus", "statsd")(n, v)
@@ -174,14 +205,22 @@ class Settings:
             raise ConfigurationError("priority_levels", "must be at most 10")
         if self.retry_backoff_base > self.retry_backoff_max:
             raise ConfigurationError("retry_backoff_base", "must not exceed retry_backoff_max")
+        if self.recurring_execution_retention < self.recurring_catch_up_window:
+            raise ConfigurationError(
+                "recurring_execution_retention",
+                "must not be shorter than recurring_catch_up_window",
+            )
 
     def revision(self) -> str | None:
-        """The app revision stamped on processes and step attempts."""
+        """The app revision stamped on processes and step attempts: the app_revision setting,
+        else PGBUS_REVISION, DASH_VERSION, KAMAL_VERSION, else the first line of a REVISION
+        file in the working folder."""
         if self.app_revision:
             return self.app_revision
-        env = os.environ.get("PGBUS_REVISION", "").strip()
-        if env:
-            return env
+        for variable in ("PGBUS_REVISION", "DASH_VERSION", "KAMAL_VERSION"):
+            env = os.environ.get(variable, "").strip()
+            if env:
+                return env
         try:
             with open("REVISION", encoding="utf-8") as fh:
                 return fh.readline().strip() or None

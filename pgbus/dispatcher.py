@@ -63,6 +63,19 @@ def default_duties() -> list[Duty]:
             lambda s: ("SELECT pgbus.cleanup_job_stats(%s)", (s.stats_retention,)),
         ),
         Duty(
+            "cleanup_recurring_executions",
+            3600,
+            lambda s: (
+                "SELECT pgbus.cleanup_recurring_executions(%s)",
+                (s.recurring_execution_retention,),
+            ),
+        ),
+        Duty(
+            "cleanup_deploy_task_runs",
+            3600,
+            lambda s: ("SELECT pgbus.cleanup_deploy_task_runs(%s)", (s.deploy_task_run_retention,)),
+        ),
+        Duty(
             "workflow_sweep",
             settings().workflow_sweep_interval.total_seconds(),
             lambda s: (

@@ -160,6 +160,15 @@ def _set_meta(conn: psycopg.Connection, key: str, value: str) -> None:
     )
 
 
+# The scheduler's tables (migration 0010_scheduler): `pgbus db status` names the missing ones.
+SCHEDULER_TABLES = (
+    "pgbus.recurring_tasks",
+    "pgbus.recurring_executions",
+    "pgbus.deploy_tasks",
+    "pgbus.deploy_task_runs",
+)
+
+
 @dataclass
 class Status:
     applied: list[tuple[str, str]]
@@ -167,10 +176,16 @@ class Status:
     pgmq_installed_as: str
     pgmq_version: str | None
     code_current: bool
+    missing_tables: list[str] = field(default_factory=list)
 
     @property
     def up_to_date(self) -> bool:
-        return not self.pending and self.code_current and self.pgmq_installed_as != "missing"
+        return (
+            not self.pending
+            and self.code_current
+            and self.pgmq_installed_as != "missing"
+            and not self.missing_tables
+        )
 
     def lines(self) -> list[str]:
         version = self.pgmq_version or "version unknown"
@@ -183,6 +198,12 @@ class Status:
         out.append(
             "SQL functions and views: " + ("current" if self.code_current else "out of date")
         )
+        if self.missing_tables:
+            out.append(
+                "Recurring and deploy task tables missing ("
+                + ", ".join(self.missing_tables)
+                + "): the scheduler cannot run"
+            )
         out.append(
             "Up to date" if self.up_to_date else "Run `pgbus db migrate` to bring it up to date"
         )
@@ -213,7 +234,12 @@ def status(dsn: str) -> Status:
             )
             version = None
         code_current = _get_meta(conn, "sql_digest") == code_digest()
-    return Status(applied, pending, installed_as, version, code_current)
+        missing_tables = [
+            t
+            for t in SCHEDULER_TABLES
+            if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is None
+        ]
+    return Status(applied, pending, installed_as, version, code_current, missing_tables)
 
 
 def require_migration(conn: psycopg.Connection, migration_id: str) -> None:

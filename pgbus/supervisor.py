@@ -36,8 +36,21 @@ class Child:
     restart_at: float = 0.0
 
 
+def scheduler_wanted() -> bool:
+    """A scheduler runs when enabled and some task is declared. The declarations are checked
+    here, so a bad one stops `pgbus start` at once with its key and the reason."""
+    from pgbus.scheduler import declared_tasks
+
+    if not settings().scheduler_enabled:
+        return False
+    recurring, deploy = declared_tasks()
+    return bool(recurring or deploy)
+
+
 class Supervisor:
-    def __init__(self, imports: list[str], with_dispatcher: bool = True) -> None:
+    def __init__(
+        self, imports: list[str], with_dispatcher: bool = True, with_scheduler: bool = True
+    ) -> None:
         base = [sys.executable, "-m", "pgbus.cli"]
         imp = [a for m in imports for a in ("--import", m)]
         self.children = [
@@ -57,6 +70,8 @@ class Supervisor:
         ]
         if with_dispatcher:
             self.children.append(Child("dispatcher", [*base, "dispatcher", *imp]))
+        if with_scheduler and scheduler_wanted():
+            self.children.append(Child("scheduler", [*base, "scheduler", *imp]))
         self._stopping = threading.Event()
         self._signals = 0
 
