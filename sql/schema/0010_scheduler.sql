@@ -3,10 +3,10 @@
 -- unique key in the same transaction as the enqueue, so two schedulers never both fire one tick
 -- or one arm.
 
--- Process kinds are a word each (supervisor, worker, dispatcher, scheduler, ...): the list grows
--- with the process kinds, so the column checks the shape rather than a fixed list.
+-- A new process kind: the scheduler.
 ALTER TABLE pgbus.processes DROP CONSTRAINT IF EXISTS processes_kind_check;
-ALTER TABLE pgbus.processes ADD CONSTRAINT processes_kind_check CHECK (kind ~ '^[a-z][a-z_]{0,39}$');
+ALTER TABLE pgbus.processes ADD CONSTRAINT processes_kind_check
+    CHECK (kind IN ('supervisor', 'worker', 'dispatcher', 'scheduler'));
 CREATE INDEX IF NOT EXISTS processes_revision_idx ON pgbus.processes (app_revision, kind);
 
 -- One row per declared recurring task, written by the scheduler from its declarations.
