@@ -33,7 +33,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from cronsim import CronSim, CronSimError
-from cronsim import explain as cron_explain
 
 from pgbus.errors import PgbusError
 
@@ -122,7 +121,7 @@ class Schedule:
                     word = UNIT_WORDS[unit]
                     return f"Every {word}" if n == 1 else f"Every {n} {word}s"
         assert self.cron is not None
-        words = cron_explain(self.cron)
+        words = CronSim(self.cron, datetime(2000, 1, 1, tzinfo=UTC)).explain()
         return words if self.time_zone == "UTC" else f"{words} ({self.time_zone})"
 
 
@@ -414,3 +413,80 @@ def check_setting(kind: str, name: str, value: Any) -> dict[str, Any] | None:
         where = name if exc.key is None else f"{name}[{exc.key!r}]"
         raise ConfigurationError(where, exc.reason) from None
     return dict(value)
+
+
+# -------------------------------------------------------------------------------------------
+# Operations and reads (the dashboard's actions and the MCP tools call these). Each is one SQL
+# function; refusals come back as {"ok": False, "code": ...}.
+# -------------------------------------------------------------------------------------------
+
+
+def _call(query: str, params: tuple[Any, ...], conn: Any = None) -> Any:
+    from pgbus.jobs import connection
+
+    with connection(conn) as c:
+        return c.execute(query, params).fetchone()[0]
+
+
+def run_recurring_now(key: str, conn: Any = None) -> dict[str, Any]:
+    """Enqueues a recurring task at once (a manual execution, claiming no tick)."""
+    return _call("SELECT pgbus.recurring_run_now(%s)", (key,), conn)
+
+
+def set_recurring_enabled(key: str, enabled: bool, conn: Any = None) -> dict[str, Any]:
+    return _call("SELECT pgbus.recurring_set_enabled(%s, %s)", (key, enabled), conn)
+
+
+def run_deploy_task_now(key: str, conn: Any = None) -> dict[str, Any]:
+    """Enqueues a deploy task at once (a manual run, claiming no arm); emits
+    pgbus.deploy_task.enqueue."""
+    from pgbus.config import settings
+    from pgbus.scheduler import emit_deploy_enqueue
+
+    result = _call("SELECT pgbus.deploy_task_run_now(%s, %s)", (key, settings().revision()), conn)
+    if result.get("ok"):
+        emit_deploy_enqueue(result)
+    return result
+
+
+def set_deploy_task_enabled(key: str, enabled: bool, conn: Any = None) -> dict[str, Any]:
+    return _call("SELECT pgbus.deploy_task_set_enabled(%s, %s)", (key, enabled), conn)
+
+
+def _rows(query: str, params: tuple[Any, ...], conn: Any = None) -> list[dict[str, Any]]:
+    from psycopg.rows import dict_row
+
+    from pgbus.jobs import connection
+
+    with connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
+        return cur.execute(query, params).fetchall()
+
+
+def recurring_tasks(conn: Any = None) -> list[dict[str, Any]]:
+    """Every recurring task: schedule (and in words), time zone, next and last run..."""
+    return _rows("SELECT * FROM pgbus.recurring_task_list ORDER BY key", (), conn)
+
+
+def recurring_executions(key: str, limit: int = 25, conn: Any = None) -> list[dict[str, Any]]:
+    return _rows("SELECT * FROM pgbus.recurring_executions_of(%s, %s)", (key, limit), conn)
+
+
+def fleet_status(conn: Any = None) -> dict[str, Any]:
+    """The rollover status: the newest revision, whether every live process runs it, the
+    processes per revision."""
+    from pgbus.config import settings
+
+    return _call("SELECT pgbus.fleet_status(%s)", (settings().stale_process_threshold,), conn)
+
+
+def deploy_tasks(conn: Any = None) -> list[dict[str, Any]]:
+    """Every deploy task with its state for the fleet's revision and its last run."""
+    from pgbus.config import settings
+
+    return _rows(
+        "SELECT * FROM pgbus.deploy_task_list(%s)", (settings().stale_process_threshold,), conn
+    )
+
+
+def deploy_task_runs(key: str, limit: int = 25, conn: Any = None) -> list[dict[str, Any]]:
+    return _rows("SELECT * FROM pgbus.deploy_task_runs_of(%s, %s)", (key, limit), conn)
