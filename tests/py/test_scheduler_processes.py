@@ -115,9 +115,7 @@ def done(conn) -> list[str]:
     return sorted(r[0] for r in conn.execute("SELECT key FROM effects WHERE kind = 'done'"))
 
 
-def test_rolling_deploy_fires_once_the_old_revision_is_gone(
-    db_url, effects, procs, tmp_path: Path
-):
+def test_rolling_deploy_fires_once_the_old_revision_is_gone(db_url, effects, procs, tmp_path: Path):
     conn = effects
     a_file, b_file = tmp_path / "deploy_a.yml", tmp_path / "deploy_b.yml"
     a_file.write_text(DEPLOY_A)
@@ -139,10 +137,12 @@ def test_rolling_deploy_fires_once_the_old_revision_is_gone(
     b_scheds = [scheduler_process(db_url, b_env), scheduler_process(db_url, b_env)]
     procs.extend([b_worker, *b_scheds])
     wait_until(
-        lambda: conn.execute(
-            "SELECT count(*) FROM pgbus.processes WHERE app_revision = 'B'"
-        ).fetchone()[0]
-        == 3,
+        lambda: (
+            conn.execute(
+                "SELECT count(*) FROM pgbus.processes WHERE app_revision = 'B'"
+            ).fetchone()[0]
+            == 3
+        ),
         20,
         what="revision B's processes",
     )
@@ -170,3 +170,25 @@ def test_rolling_deploy_fires_once_the_old_revision_is_gone(
     assert done(conn) == ["backfill-v1", "backfill-v2", "warm", "warm"]
     fired_logs = sum(p.log.read_text().count("enqueued for") for p in b_scheds)
     assert fired_logs == 2
+
+
+def test_pgbus_start_runs_a_scheduler_when_tasks_are_declared(db_url, conn, procs, tmp_path):
+    path = tmp_path / "recurring.yml"
+    path.write_text(RECURRING)
+    sup = pgbus_process(
+        "start",
+        "--import",
+        "tests.py.sample_jobs",
+        env={
+            "PGBUS_DATABASE_URL": db_url,
+            **FAST,
+            "PGBUS_RECURRING_TASKS_FILE": str(path),
+            "PGBUS_REVISION": "S1",
+        },
+    )
+    procs.append(sup)
+    wait_until(lambda: len(executions(conn)) >= 2, 30, what="ticks fired under pgbus start")
+    kinds = conn.execute("SELECT kind, app_revision FROM pgbus.processes ORDER BY kind").fetchall()
+    assert ("scheduler", "S1") in kinds and ("worker", "S1") in kinds
+    sup.stop()
+    assert conn.execute("SELECT count(*) FROM pgbus.processes").fetchone()[0] == 0

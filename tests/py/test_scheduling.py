@@ -219,7 +219,10 @@ def test_bad_yaml_is_refused_with_the_file_and_line(tmp_path):
     path.write_text("nightly:\n  class: a.b:C\n  every: [5m\n")
     configure(recurring_tasks_file=str(path))
     try:
-        with pytest.raises(TaskDeclarationError, match=r"recurring\.yml: is not valid YAML at line 4, column 1: expected ',' or ']'"):
+        with pytest.raises(
+            TaskDeclarationError,
+            match=r"recurring\.yml: is not valid YAML at line 4, column 1: expected ',' or ']'",
+        ):
             load_tasks("recurring")
         path.write_text("- just\n- a list\n")
         with pytest.raises(TaskDeclarationError, match="must be a mapping of task keys"):
@@ -396,3 +399,94 @@ def test_run_now_and_enable_from_python(conn):
     }
     assert scheduling.set_recurring_enabled("nightly", False)["enabled"] is False
     assert conn.execute("SELECT enabled FROM pgbus.recurring_tasks").fetchone()[0] is False
+
+
+def test_revision_sources_in_order(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    for name in ("PGBUS_REVISION", "DASH_VERSION", "KAMAL_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    assert settings().revision() is None
+    (tmp_path / "REVISION").write_text("file-rev\n")
+    assert settings().revision() == "file-rev"
+    monkeypatch.setenv("KAMAL_VERSION", "kamal-rev")
+    assert settings().revision() == "kamal-rev"
+    monkeypatch.setenv("DASH_VERSION", "dash-rev")
+    assert settings().revision() == "dash-rev"
+    monkeypatch.setenv("PGBUS_REVISION", "pgbus-rev")
+    assert settings().revision() == "pgbus-rev"
+    configure(app_revision="setting-rev")
+    try:
+        assert settings().revision() == "setting-rev"
+    finally:
+        pgbus.config.reset()
+
+
+def test_deploy_tick_fires_once_rolled_over_and_is_instrumented(conn):
+    configure(app_revision="R1")
+    events = []
+    sub = pgbus.subscribe("pgbus.deploy_task.*", lambda name, payload: events.append(payload))
+    try:
+        tasks = parse_tasks(
+            "deploy",
+            {"backfill": {"class": "tests.py.sample_jobs:Record", "args": ["b"], "version": 1}},
+            "test",
+        )
+        sched = Scheduler(recurring=[], deploy=tasks)
+        assert sched.tick_deploy() == []  # no worker on R1 yet
+        conn.execute("SELECT pgbus.process_register('worker', 'h', 1, 'R1')")
+        fired = sched.tick_deploy()
+        assert [(f["task_key"], f["arm"]) for f in fired] == [("backfill", "version:1")]
+        assert sched.tick_deploy() == []
+        assert events == [
+            {
+                "task_key": "backfill",
+                "arm": "version:1",
+                "version": "1",
+                "app_revision": "R1",
+                "class_name": "tests.py.sample_jobs:Record",
+                "queue": "pgbus_default",
+                "msg_id": fired[0]["msg_id"],
+                "workflow_id": None,
+                "manual": False,
+            }
+        ]
+        from pgbus import scheduling
+
+        assert scheduling.run_deploy_task_now("backfill")["manual"] is True
+        assert events[-1]["manual"] is True and events[-1]["arm"] == "manual"
+        assert [t["state"] for t in scheduling.deploy_tasks()] == ["enqueued"]
+        assert scheduling.fleet_status()["rolled_over"] is True
+        assert len(scheduling.deploy_task_runs("backfill")) == 2
+    finally:
+        sub.unsubscribe()
+        pgbus.config.reset()
+
+
+def test_db_status_names_the_missing_task_tables(db_url, conn):
+    from pgbus import migrate
+
+    assert migrate.status(db_url).missing_tables == []
+    conn.execute("DROP TABLE pgbus.deploy_task_runs, pgbus.recurring_executions CASCADE")
+    status = migrate.status(db_url)
+    assert not status.up_to_date
+    assert (
+        "Recurring and deploy task tables missing (pgbus.recurring_executions,"
+        " pgbus.deploy_task_runs): the scheduler cannot run"
+    ) in status.lines()
+
+
+def test_the_dispatcher_deletes_old_executions_and_runs(conn):
+    from pgbus.dispatcher import Dispatcher
+
+    conn.execute(
+        "INSERT INTO pgbus.recurring_executions (task_key, run_at) VALUES"
+        " ('a', now() - interval '8 days'), ('a', now() - interval '1 day')"
+    )
+    conn.execute(
+        "INSERT INTO pgbus.deploy_task_runs (task_key, arm, enqueued_at) VALUES"
+        " ('d', 'version:1', now() - interval '100 days'),"
+        " ('d', 'version:2', now() - interval '95 days')"
+    )
+    done = Dispatcher().tick()
+    assert done["cleanup_recurring_executions"] == 1
+    assert done["cleanup_deploy_task_runs"] == 1  # version:2 is the newest claim: it stays
