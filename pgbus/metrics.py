@@ -197,7 +197,16 @@ def _workflow_gauge(backend: Backend, p: dict[str, Any]) -> None:
         )
 
 
+def _task_enqueued(metric: str) -> Handler:
+    def handle(backend: Backend, p: dict[str, Any]) -> None:
+        backend.increment(metric, 1, {"task": p["task_key"], "class_name": p["class_name"]})
+
+    return handle
+
+
 HANDLERS: dict[str, Handler] = {
+    "pgbus.recurring.enqueue": _task_enqueued("pgbus_recurring_enqueued"),
+    "pgbus.deploy_task.enqueue": _task_enqueued("pgbus_deploy_task_enqueued"),
     "pgbus.workflow.step": _workflow_step,
     "pgbus.workflow_finished": _workflow_count("pgbus_workflows_finished_total"),
     "pgbus.workflow_cancelled": _workflow_count("pgbus_workflows_cancelled_total"),

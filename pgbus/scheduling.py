@@ -490,3 +490,23 @@ def deploy_tasks(conn: Any = None) -> list[dict[str, Any]]:
 
 def deploy_task_runs(key: str, limit: int = 25, conn: Any = None) -> list[dict[str, Any]]:
     return _rows("SELECT * FROM pgbus.deploy_task_runs_of(%s, %s)", (key, limit), conn)
+
+
+def recurring_overview(
+    page: int | None = None, per_page: int | None = None, conn: Any = None
+) -> dict[str, Any]:
+    """{"recurring_tasks": [...], "total", "has_more"}: every task, or one page (MCP
+    pgbus_recurring)."""
+    return _call("SELECT pgbus.recurring_overview(%s, %s)", (page, per_page), conn)
+
+
+def deploy_tasks_overview(recent: int = 5, conn: Any = None) -> dict[str, Any]:
+    """{"fleet": fleet_status, "deploy_tasks": [... each with "recent_runs"]} (the Deploy tasks
+    page, MCP pgbus_deploy_tasks)."""
+    from pgbus.config import settings
+
+    return _call(
+        "SELECT pgbus.deploy_tasks_overview(%s, %s)",
+        (settings().stale_process_threshold, recent),
+        conn,
+    )

@@ -311,3 +311,20 @@ LANGUAGE sql STABLE AS $$
                        WHERE r.task_key = d.key ORDER BY r.enqueued_at DESC, r.id DESC LIMIT 1) l ON true
     ORDER BY d.key
 $$;
+
+-- The Deploy tasks page and the MCP tool pgbus_deploy_tasks as one JSON answer: the fleet
+-- (fleet_status) and every task with its state, last run and its latest `recent` runs.
+CREATE OR REPLACE FUNCTION pgbus.deploy_tasks_overview(
+    live_within interval DEFAULT interval '5 minutes', recent integer DEFAULT 5
+) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'fleet', pgbus.fleet_status(live_within),
+        'deploy_tasks', coalesce((
+            SELECT jsonb_agg(to_jsonb(l) || jsonb_build_object('recent_runs', coalesce((
+                       SELECT jsonb_agg(to_jsonb(r) ORDER BY r.enqueued_at DESC, r.id DESC)
+                       FROM pgbus.deploy_task_runs_of(l.key, recent) r), '[]'::jsonb))
+                   ORDER BY l.key)
+            FROM pgbus.deploy_task_list(live_within) l
+        ), '[]'::jsonb))
+$$;

@@ -490,3 +490,57 @@ def test_the_dispatcher_deletes_old_executions_and_runs(conn):
     done = Dispatcher().tick()
     assert done["cleanup_recurring_executions"] == 1
     assert done["cleanup_deploy_task_runs"] == 1  # version:2 is the newest claim: it stays
+
+
+def test_overviews_for_the_dashboard_and_mcp(conn):
+    from pgbus import scheduling
+
+    tasks = parse_tasks(
+        "recurring",
+        {
+            "a": {"class": "tests.py.sample_jobs:Record", "args": ["a"], "every": "1h"},
+            "b": {"class": "tests.py.sample_jobs:Record", "args": ["b"], "schedule": "0 3 * * *"},
+        },
+        "test",
+    )
+    Scheduler(recurring=tasks, deploy=[]).prepare()
+    everything = scheduling.recurring_overview()
+    assert [t["key"] for t in everything["recurring_tasks"]] == ["a", "b"]
+    assert everything["recurring_tasks"][1]["human_schedule"] == "At 03:00 every day"
+    page = scheduling.recurring_overview(page=2, per_page=1)
+    assert [t["key"] for t in page["recurring_tasks"]] == ["b"]
+    assert (page["total"], page["has_more"]) == (2, False)
+    overview = scheduling.deploy_tasks_overview()
+    assert overview == {
+        "fleet": {
+            "revision": None,
+            "rollover": None,
+            "rolled_over": False,
+            "revisions": [],
+            "processes": [],
+        },
+        "deploy_tasks": [],
+    }
+
+
+def test_enqueue_events_become_metrics():
+    from prometheus_client import CollectorRegistry
+
+    from pgbus.instrumentation import emit
+    from pgbus.metrics import MetricsSubscriber, PrometheusBackend
+
+    backend = PrometheusBackend(CollectorRegistry())
+    subscriber = MetricsSubscriber(backend).install()
+    try:
+        emit("pgbus.recurring.enqueue", task_key="nightly", class_name="app:Job", run_at=None)
+        emit("pgbus.deploy_task.enqueue", task_key="backfill", class_name="app:Fix", arm="v")
+    finally:
+        subscriber.uninstall()
+    sample = backend.registry.get_sample_value
+    assert (
+        sample("pgbus_recurring_enqueued_total", {"task": "nightly", "class_name": "app:Job"}) == 1
+    )
+    assert (
+        sample("pgbus_deploy_task_enqueued_total", {"task": "backfill", "class_name": "app:Fix"})
+        == 1
+    )

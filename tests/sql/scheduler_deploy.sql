@@ -4,7 +4,7 @@
 -- deploy_task_runs_of, deploy_task_list, cleanup_deploy_task_runs; the scheduler process kind.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(49);
+SELECT plan(52);
 
 DELETE FROM pgbus.processes;
 DELETE FROM pgbus.deploy_task_runs;
@@ -166,6 +166,17 @@ SELECT results_eq($$SELECT task_key, arm FROM pgbus.deploy_task_runs ORDER BY ta
                   $$VALUES ('backfill'::text, 'version:3'::text), ('extra', 'version:1'), ('warm', 'revision:C')$$,
                   'cleanup: the newest claims stay, so the current versions do not fire again');
 SELECT is(pgbus.cleanup_deploy_task_runs(), 0, 'cleanup: nothing more');
+
+-------------------------------------------------------------------------------------------------
+-- deploy_tasks_overview (the Deploy tasks page, MCP pgbus_deploy_tasks)
+-------------------------------------------------------------------------------------------------
+SELECT is(pgbus.deploy_tasks_overview() -> 'fleet', pgbus.fleet_status(), 'overview: the fleet status');
+SELECT results_eq($$SELECT t ->> 'key', t ->> 'state', jsonb_array_length(t -> 'recent_runs')
+                    FROM jsonb_array_elements(pgbus.deploy_tasks_overview(recent => 1) -> 'deploy_tasks') t$$,
+                  $$VALUES ('backfill'::text, 'enqueued'::text, 1), ('warm', 'disabled', 1)$$,
+                  'overview: each task with its state and its latest runs');
+SELECT is(pgbus.deploy_tasks_overview() -> 'deploy_tasks' -> 0 -> 'recent_runs' -> 0 ->> 'arm', 'version:3',
+          'overview: the newest run first');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -4,7 +4,7 @@
 -- recurring_executions_of, cleanup_recurring_executions, scheduler_enqueue.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(59);
+SELECT plan(64);
 
 DELETE FROM pgbus.recurring_executions;
 DELETE FROM pgbus.recurring_tasks;
@@ -178,6 +178,15 @@ UPDATE pgbus.recurring_executions SET run_at = run_at - interval '8 days' WHERE 
 SELECT is(pgbus.cleanup_recurring_executions(), 2, 'cleanup: removes the executions over 7 days old');
 SELECT is(pgbus.cleanup_recurring_executions(), 0, 'cleanup: nothing more');
 SELECT is(pgbus.cleanup_recurring_executions(interval '0'), 1, 'cleanup: the retention sets the threshold (the tick of this hour goes)');
+
+-------------------------------------------------------------------------------------------------
+-- recurring_overview (MCP pgbus_recurring)
+-------------------------------------------------------------------------------------------------
+SELECT is(jsonb_array_length(pgbus.recurring_overview() -> 'recurring_tasks'), 2, 'overview: every task without paging');
+SELECT is((pgbus.recurring_overview() -> 'recurring_tasks' -> 0 ->> 'key'), 'alpha', 'overview: ordered by key');
+SELECT is(pgbus.recurring_overview(1, 1) - 'recurring_tasks', '{"total": 2, "has_more": true}'::jsonb, 'overview: page 1 of 1 row has more');
+SELECT is((pgbus.recurring_overview(2, 1) -> 'recurring_tasks' -> 0 ->> 'key'), 'flow', 'overview: page 2');
+SELECT is(pgbus.recurring_overview(2, 1) ->> 'has_more', 'false', 'overview: the last page has no more');
 
 SELECT * FROM finish();
 ROLLBACK;
