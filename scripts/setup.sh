@@ -42,7 +42,7 @@ ensure_venv() {
     || fail "pgbus needs Python 3.11 or newer (set PYTHON=/path/to/python3.11)"
   [ -x "$venv/bin/python" ] || { step "creating virtualenv .venv"; "$py" -m venv "$venv"; }
   local stamp=$venv/.pgbus-installed want
-  want=$(cat "$root/pyproject.toml" | cksum)
+  want=$(cat "$root/pyproject.toml" "$root/setup.py" | cksum)
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     step "installing pgbus and its test tools into .venv"
     "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
