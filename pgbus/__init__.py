@@ -2,9 +2,17 @@
 
 from pgbus.batches import Batch, batch
 from pgbus.config import Settings, configure, settings
-from pgbus.errors import ConfigurationError, DatabaseUnreachable, PgbusError, SchemaNotReady
+from pgbus.errors import (
+    ConfigurationError,
+    DatabaseUnreachable,
+    PgbusError,
+    RetriesExhausted,
+    SchemaNotReady,
+    StepStalled,
+)
 from pgbus.instrumentation import subscribe
 from pgbus.jobs import Job, JobOptions, UnknownJobClass, current_job, job
+from pgbus.queues import InvalidQueueName
 from pgbus.serialization import SerializationError
 from pgbus.workflow import SignalMatcher, Workflow, fan_out, on_exception, removed_step, step
 
@@ -14,13 +22,16 @@ __all__ = [
     "Batch",
     "ConfigurationError",
     "DatabaseUnreachable",
+    "InvalidQueueName",
     "Job",
     "JobOptions",
     "PgbusError",
+    "RetriesExhausted",
     "SchemaNotReady",
     "SerializationError",
     "Settings",
     "SignalMatcher",
+    "StepStalled",
     "UnknownJobClass",
     "Workflow",
     "batch",

@@ -50,7 +50,6 @@ def _callback(role: str, target: Target | None) -> Jsonb | None:
 class Batch:
     id: UUID
     conn: psycopg.Connection
-    added: int = 0
 
     def add(self, target: Target, *args: Any, **kwargs: Any) -> int:
         """Enqueue one member; returns its message id."""
@@ -64,7 +63,6 @@ class Batch:
             groups.setdefault(c.job, []).append(c)
         for options, group in groups.items():
             ids += options.enqueue(group, conn=self.conn, batch_id=self.id)
-        self.added += len(ids)
         return ids
 
 
@@ -86,7 +84,16 @@ def batch(
     props = Jsonb(dump_arguments((properties or {},), {})["args"][0])
     with connection(conn) as c, atomic(c):
         batch_id = c.execute(
-            "SELECT pgbus.batch_open(%s, %s, %s, %s, %s)", (description, props, *callbacks)
+            "SELECT pgbus.batch_open(description => %(description)s,"
+            " properties => %(properties)s, on_complete => %(on_complete)s,"
+            " on_success => %(on_success)s, on_discard => %(on_discard)s)",
+            dict(
+                zip(
+                    ("description", "properties", "on_complete", "on_success", "on_discard"),
+                    (description, props, *callbacks),
+                    strict=True,
+                )
+            ),
         ).fetchone()[0]
         b = Batch(batch_id, c)
         yield b

@@ -132,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     start.set_defaults(run=cmd_start)
     worker = sub.add_parser("worker", parents=[app], help="run one worker process")
     worker.add_argument(
-        "--queues", default="", help="comma-separated queues (default: default_queue)"
+        "--queues",
+        default="",
+        help="comma-separated queues (default: default_queue and workflow_queue)",
     )
     worker.add_argument("--threads", type=int, default=5, help="jobs run at once (default 5)")
     worker.set_defaults(run=cmd_worker)

@@ -170,13 +170,19 @@ class Settings:
     workflow_queue: str = _setting("workflows", _queue_word)
     workflow_retention: timedelta = _setting(timedelta(days=30), _positive_duration)
     workflow_sweep_interval: timedelta = _setting(timedelta(seconds=30), _positive_duration)
+    # False when pg_cron (or anything else) calls pgbus.workflow_sweep instead of the dispatcher.
+    workflow_sweep_enabled: bool = _setting(True, _boolean)
     workflow_stall_threshold: timedelta = _setting(timedelta(minutes=15), _positive_duration)
     workflow_stall_action: str = _setting("pause", _choice("pause", "reattempt", "cancel"))
     workflow_overdue_after: timedelta = _setting(timedelta(minutes=5), _positive_duration)
     workflow_waiting_visibility_threshold: timedelta = _setting(
         timedelta(days=7), _positive_duration
     )
-    workflow_max_payload_size: int = _setting(65536, _int_at_least(256))
+    # None: the database's limit (pgbus.settings, 65536 unless changed), which SQL enforces for
+    # every caller; a number: a lower limit this process also applies before it writes.
+    workflow_max_payload_size: int | None = _setting(
+        None, lambda n, v: None if v is None else _int_at_least(256)(n, v)
+    )
     workflow_error_backtrace_lines: int = _setting(30, _int_at_least(0))
     app_revision: str | None = _setting(None, _optional_text)
     # The scheduler: recurring tasks and deploy tasks (pgbus.scheduling, pgbus.scheduler).

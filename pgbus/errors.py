@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+# Where each module's errors are importable from: an error is recorded (on a step attempt, a
+# job failure, in metrics) under that one name, whoever records it, SQL or Python.
+PUBLIC_MODULES = {
+    "pgbus.errors": "pgbus",
+    "pgbus.jobs": "pgbus",
+    "pgbus.queues": "pgbus",
+    "pgbus.serialization": "pgbus",
+    "pgbus.workflow.errors": "pgbus.workflow",
+}
+
 
 class PgbusError(Exception):
-    """Base of every error pgbus raises on purpose."""
+    """Base of every error pgbus raises on purpose. `error_name` is the one name it is
+    recorded under, and where it can be imported from (`pgbus.workflow.StepNotDefined`)."""
+
+    error_name: ClassVar[str] = "pgbus.PgbusError"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "error_name" not in cls.__dict__:
+            module = PUBLIC_MODULES.get(cls.__module__, cls.__module__)
+            cls.error_name = f"{module}.{cls.__qualname__}"
 
 
 class ConfigurationError(PgbusError):
@@ -28,3 +49,17 @@ class SchemaNotReady(PgbusError):
         super().__init__(
             f"the database is missing the pgbus migration {needed!r}: run `pgbus db migrate`"
         )
+
+
+# Recorded by SQL or by the worker, never raised: named here so that code reading attempts,
+# failures and metrics can refer to them.
+
+
+class StepStalled(PgbusError):
+    """A step attempt whose worker died while it ran (its message came back), or that ran
+    past its timeout or the stall threshold; the stall action then applied."""
+
+
+class RetriesExhausted(PgbusError):
+    """A job message delivered more often than it may run without ever finishing (its worker
+    died each time): dead-lettered unrun."""

@@ -213,8 +213,16 @@ class JobOptions:
             ids = [
                 row[0]
                 for row in c.execute(
-                    "SELECT * FROM pgbus.enqueue(%s, %s, %s::jsonb[], %s, %s)",
-                    (queue, self.job.job_name, arguments, self.run_at(), batch_id),
+                    "SELECT * FROM pgbus.enqueue(queue => %(queue)s, job_class => %(job_class)s,"
+                    " arguments => %(arguments)s::jsonb[], run_at => %(run_at)s,"
+                    " batch_id => %(batch_id)s)",
+                    {
+                        "queue": queue,
+                        "job_class": self.job.job_name,
+                        "arguments": arguments,
+                        "run_at": self.run_at(),
+                        "batch_id": batch_id,
+                    },
                 )
             ]
         duration = time.monotonic() - started
@@ -299,11 +307,6 @@ class Job:
         """Calls, or plain tuples of positional arguments."""
         items = [c if isinstance(c, Call) else cls.call(*c) for c in calls]
         return cls.options().perform_all_later(items, conn=conn)
-
-    @classmethod
-    def perform_now(cls, *args: Any, **kwargs: Any) -> Any:
-        """Run inline in this process, without a queue (tests, scripts)."""
-        return cls().perform(*args, **kwargs)
 
 
 def job(

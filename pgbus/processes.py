@@ -28,8 +28,7 @@ def orphaned() -> bool:
 class ProcessRecord:
     """Registers on start, heartbeats with fresh metadata, deregisters on a clean stop.
 
-    `metadata` is called for every beat; `on_beat` runs extra work on the same thread (the
-    worker's visibility heartbeat).
+    `metadata` is called for every beat; its answer is the process's row's metadata.
     """
 
     def __init__(
@@ -48,14 +47,15 @@ class ProcessRecord:
     def register(self) -> int:
         with pool().connection() as c:
             self.id = c.execute(
-                "SELECT pgbus.process_register(%s, %s, %s, %s, %s)",
-                (
-                    self.kind,
-                    socket.gethostname(),
-                    os.getpid(),
-                    settings().revision(),
-                    Jsonb(self.metadata()),
-                ),
+                "SELECT pgbus.process_register(kind => %(kind)s, hostname => %(hostname)s,"
+                " pid => %(pid)s, app_revision => %(app_revision)s, metadata => %(metadata)s)",
+                {
+                    "kind": self.kind,
+                    "hostname": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "app_revision": settings().revision(),
+                    "metadata": Jsonb(self.metadata()),
+                },
             ).fetchone()[0]
         return self.id
 

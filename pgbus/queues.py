@@ -13,7 +13,7 @@ from pgbus.config import settings
 from pgbus.errors import PgbusError
 
 PGMQ_MAX_NAME = 47
-DLQ_SUFFIX = "_dlq"
+DLQ_SUFFIX = "_dlq"  # (SQL names a queue's dead letter queue <queue>_dlq)
 # Room for the longest suffixes: "_p9" then "_dlq".
 MAX_PHYSICAL_NAME = PGMQ_MAX_NAME - len("_p9") - len(DLQ_SUFFIX)
 
@@ -52,7 +52,3 @@ def read_order(names: list[str]) -> list[str]:
     if s.priority_levels == 1:
         return [physical(n) for n in names]
     return [physical(n, p) for p in range(s.priority_levels) for n in names]
-
-
-def dead_letter_queue(queue: str) -> str:
-    return queue + DLQ_SUFFIX

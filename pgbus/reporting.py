@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pgbus.config import settings
+from pgbus.errors import PgbusError
 
 log = logging.getLogger("pgbus")
 
@@ -32,6 +33,8 @@ def error_record(exc: BaseException, backtrace_lines: int) -> dict[str, Any]:
 
     def name(e: BaseException) -> str:
         cls = type(e)
+        if isinstance(e, PgbusError):
+            return cls.error_name  # its one public name (pgbus.workflow.StepNotDefined)
         return (
             cls.__qualname__
             if cls.__module__ == "builtins"

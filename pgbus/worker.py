@@ -35,6 +35,7 @@ from pgbus import queues
 from pgbus.commit_hooks import run_hooks
 from pgbus.config import configure, settings
 from pgbus.db import pool
+from pgbus.errors import RetriesExhausted
 from pgbus.instrumentation import emit, instrument
 from pgbus.jobs import (
     Job,
@@ -507,7 +508,7 @@ class Worker:
     def _dead_letter_unrun(self, d: Delivery) -> None:
         """Delivered more times than it may run: each earlier run died with its worker."""
         error = {
-            "class": "pgbus.RetriesExhausted",
+            "class": RetriesExhausted.error_name,
             "message": f"delivered {d.read_ct} times without finishing (its worker died each time)",
         }
         with pool().connection() as c:

@@ -29,6 +29,7 @@ from pgbus.workflow.definition import (
     RemovedStep,
     Signal,
     StepSpec,
+    check_job_options,
     collect_steps,
     definition_payload,
 )
@@ -38,6 +39,7 @@ from pgbus.workflow.errors import (
     UnknownWorkflow,
     WaitingStepsUnmigrated,
     WorkflowRefused,
+    raise_named,
 )
 from pgbus.workflow.payloads import decode_payload, encode_payload
 from pgbus.workflow.runs import SignalDelivery, WorkflowRun
@@ -79,6 +81,7 @@ class Workflow:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        check_job_options(cls.__dict__.get("step_job_options"), "step_job_options")
         cls.workflow_name = (
             cls.__dict__.get("workflow_name") or f"{cls.__module__}.{cls.__qualname__}"
         )
@@ -98,6 +101,12 @@ class Workflow:
         """Runs after every step's body that did not raise."""
 
     # -- registering and starting ------------------------------------------------------------
+
+    @classmethod
+    def set_step_job_options(cls, **options: Any) -> None:
+        """Every step's job options (queue, priority, wait), as `step_job_options = {...}`
+        sets them; a step's own `job_options` wins."""
+        cls.step_job_options = check_job_options(options, "step_job_options")
 
     @classmethod
     def step_spec(cls, name: str) -> StepSpec | RemovedStep | None:
@@ -125,14 +134,16 @@ class Workflow:
             except SchemaNotReady:
                 raise WaitingStepsUnmigrated(WAITING_STEPS_MIGRATION) from None
         conn.execute(
-            "SELECT pgbus.workflow_register(%s, %s, %s, %s, %s)",
-            (
-                cls.workflow_name,
-                Jsonb(steps),
-                digest,
-                cls.queue(),
-                [s.name for s in cls.steps if isinstance(s, RemovedStep)],
-            ),
+            "SELECT pgbus.workflow_register(workflow_class => %(workflow_class)s,"
+            " steps => %(steps)s, digest => %(digest)s, queue => %(queue)s,"
+            " removed_steps => %(removed_steps)s)",
+            {
+                "workflow_class": cls.workflow_name,
+                "steps": Jsonb(steps),
+                "digest": digest,
+                "queue": cls.queue(),
+                "removed_steps": [s.name for s in cls.steps if isinstance(s, RemovedStep)],
+            },
         )
         if conn.info.transaction_status == TransactionStatus.IDLE:  # committed: remember it
             _registered.add(key)
@@ -158,18 +169,23 @@ class Workflow:
             try:
                 with atomic(c):
                     workflow_id, duplicate = c.execute(
-                        "SELECT * FROM pgbus.workflow_start(%s, %s, %s, %s, %s, %s)",
-                        (
-                            cls.workflow_name,
-                            *(subject_key or (None, None)),
-                            Jsonb(stored),
-                            idempotency_key,
-                            actor,
-                        ),
+                        "SELECT * FROM pgbus.workflow_start(workflow_class => %(workflow_class)s,"
+                        " subject_type => %(subject_type)s, subject_id => %(subject_id)s,"
+                        " arguments => %(arguments)s, idempotency_key => %(idempotency_key)s,"
+                        " actor => %(actor)s)",
+                        {
+                            "workflow_class": cls.workflow_name,
+                            "subject_type": subject_key[0] if subject_key else None,
+                            "subject_id": subject_key[1] if subject_key else None,
+                            "arguments": Jsonb(stored),
+                            "idempotency_key": idempotency_key,
+                            "actor": actor,
+                        },
                     ).fetchone()
             except psycopg.Error as exc:
                 if exc.sqlstate == "PB409":
                     raise AlreadyRunning(cls.workflow_name, subject_key or ("", "")) from None
+                raise_named(exc)
                 raise
         return WorkflowRun(workflow_id, cls.workflow_name, duplicate_start=duplicate)
 
@@ -195,33 +211,44 @@ class Workflow:
             raise ValueError(
                 "signal by subject needs a subject; use run.signal for subject-less runs"
             )
+        if not isinstance(name, str):
+            raise TypeError(f"a signal's name is a string, got {name!r}")
+        stored = encode_payload(payload or {}, "the signal's payload")
         with connection(conn) as c:
-            row = c.execute(
-                "SELECT workflow_id FROM pgbus.workflows WHERE workflow_class = %s"
-                " AND subject_type = %s AND subject_id = %s AND ended_at IS NULL",
-                (cls.workflow_name, subject_type, subject_id),
-            ).fetchone()
-            if row is None:
+            try:
+                result = c.execute(
+                    "SELECT pgbus.workflow_signal_subject(workflow_class => %(workflow_class)s,"
+                    " subject_type => %(subject_type)s, subject_id => %(subject_id)s,"
+                    " name => %(name)s, payload => %(payload)s,"
+                    " idempotency_key => %(idempotency_key)s, actor => %(actor)s,"
+                    " reason => %(reason)s)",
+                    {
+                        "workflow_class": cls.workflow_name,
+                        "subject_type": subject_type,
+                        "subject_id": subject_id,
+                        "name": name,
+                        "payload": Jsonb(stored),
+                        "idempotency_key": idempotency_key,
+                        "actor": actor,
+                        "reason": reason,
+                    },
+                ).fetchone()[0]
+            except psycopg.Error as exc:
+                raise_named(exc)
+                raise
+            if result.get("code") == "no_ongoing_run":
                 if missing == "ignore":
                     return None
-                raise NoOngoingRun(
-                    f"{cls.workflow_name} has no ongoing run for {subject_type} {subject_id}"
+                raise NoOngoingRun(result["message"])
+            if not result["ok"]:
+                raise WorkflowRefused(
+                    "signal", result["code"], result.get("status"), result.get("message")
                 )
-            try:
-                return WorkflowRun(row[0], cls.workflow_name).signal(
-                    name,
-                    payload,
-                    idempotency_key=idempotency_key,
-                    actor=actor,
-                    reason=reason,
-                    conn=c,
-                )
-            except WorkflowRefused as refused:
-                if refused.status not in ("finished", "cancelled"):
-                    raise
-                if missing == "ignore":  # it ended a moment ago
-                    return None
-                raise NoOngoingRun(f"{cls.workflow_name}'s run {row[0]} has just ended") from None
+            run = WorkflowRun(UUID(str(result["workflow_id"])), cls.workflow_name)
+            run.signal_delivered(c, name, result, actor)
+            return SignalDelivery(
+                result["signal_id"], result["duplicate_delivery"], result["woke"], result["status"]
+            )
 
     @classmethod
     def find(

@@ -44,6 +44,7 @@ from pgbus.jobs import Job, JobOptions
 from pgbus.serialization import dump_arguments
 
 VERBS = ("pause", "reattempt", "cancel", "skip")
+TERMINAL_ACTIONS = ("pause", "cancel", "skip")  # what applies once max_reattempts is spent
 TIMEOUT_ACTIONS = ("pause", "cancel", "skip", "run")
 BATCH_FAILURE_ACTIONS = ("pause", "cancel", "skip")
 ANY_SIGNAL = "*"  # what a gate with a matcher that names no signal waits for
@@ -92,13 +93,20 @@ def on_exception(
     handler: Callable[[Any, BaseException], Any] | None = None,
 ) -> ExceptionPolicy:
     """A policy: `action` is pause, reattempt (after `wait`, at most `max_reattempts` times,
-    then `terminal_action`), cancel or skip; or `handler(workflow, exc)` returns the verb (or
-    (verb, wait)). `report=False` keeps the error from the error reporters."""
-    for verb in (action, terminal_action):
-        if verb not in VERBS:
-            raise ValueError(
-                f"an exception policy's action is one of {', '.join(VERBS)}, got {verb!r}"
-            )
+    then `terminal_action`: pause, cancel or skip), cancel or skip; or `handler(workflow, exc)`
+    returns the verb (or (verb, wait)). A handler that raises or returns anything else pauses
+    the run, with the problem recorded on the attempt (error["policy"]) and reported.
+    `report=False` keeps the step's error from the error reporters."""
+    if action not in VERBS:
+        raise ValueError(
+            f"an exception policy's action is one of {', '.join(VERBS)}, got {action!r}"
+        )
+    if terminal_action not in TERMINAL_ACTIONS:
+        # (reattempt as the last word would reattempt for ever: it is what max_reattempts ends)
+        raise ValueError(
+            "an exception policy's terminal_action is one of "
+            f"{', '.join(TERMINAL_ACTIONS)}, got {terminal_action!r}"
+        )
     if max_reattempts is not None and max_reattempts < 0:
         raise ValueError("max_reattempts must not be negative")
     return ExceptionPolicy(
@@ -142,6 +150,34 @@ class SignalMatcher:
         return f"SignalMatcher({self.name!r})"
 
 
+JOB_OPTIONS = ("queue", "priority", "wait")  # what Job.set(...) takes that a step can use
+
+
+def check_job_options(options: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    """A step's job options (`job_options=`, or the class's `step_job_options`): the queue of
+    its StepJob, the priority sub-queue, and a wait before the job runs (added to the step's
+    own `wait`), as `Job.set(queue=, priority=, wait=)` takes them."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(JOB_OPTIONS))
+    if unknown:
+        raise ValueError(f"{what} takes {', '.join(JOB_OPTIONS)}; unknown: {', '.join(unknown)}")
+    if options.get("queue") is not None:
+        queues.physical(options["queue"], None)  # InvalidQueueName now, not at the first start
+    priority = options.get("priority")
+    if priority is not None and (
+        not isinstance(priority, int) or isinstance(priority, bool) or priority < 0
+    ):
+        raise ValueError(f"{what} priority is a whole number from 0, got {priority!r}")
+    _seconds(options.get("wait"), f"{what} wait")
+    return options
+
+
+def _hook(hook: Any, what: str) -> Callable[[Any], Any] | str | None:
+    if hook is None or isinstance(hook, str) or callable(hook):
+        return hook
+    raise ValueError(f"{what} is a method's name or a function of the workflow, got {hook!r}")
+
+
 def _gate(wait_for: Any) -> tuple[str, Any]:
     """The signal name SQL waits for, and the matcher Python checks."""
     if isinstance(wait_for, str):
@@ -158,6 +194,8 @@ def _gate(wait_for: Any) -> tuple[str, Any]:
 
 class StepSpec:
     """A declared step: a body (a function of the workflow, or a method's name) and options.
+    `before_step` / `after_step` run around this step's body only (inside the class's own
+    hooks): a method's name, or a function of the workflow.
     `wait_for` makes it a signal gate: it parks until a signal it matches arrives;
     `wait_timeout` bounds that wait and `on_timeout` (pause, cancel, skip or run) says what
     happens then."""
@@ -177,6 +215,8 @@ class StepSpec:
         wait_for: Any = None,
         wait_timeout: timedelta | float | None = None,
         on_timeout: str = "pause",
+        before_step: Callable[[Any], Any] | str | None = None,
+        after_step: Callable[[Any], Any] | str | None = None,
     ) -> None:
         self.body = body
         self.name = name or (
@@ -187,9 +227,9 @@ class StepSpec:
         self.wait = _seconds(wait, "wait") or 0.0
         self.timeout = _seconds(timeout, "timeout")
         self.skip_if = skip_if
-        self.job_options = dict(job_options or {})
-        if set(self.job_options) - {"queue", "priority"}:
-            raise ValueError("job_options takes 'queue' and 'priority'")
+        self.job_options = check_job_options(job_options, "job_options")
+        self.before_step = _hook(before_step, "before_step")
+        self.after_step = _hook(after_step, "after_step")
         self.policies = tuple(on_exception)
         self.signal_name, self.matcher = _gate(wait_for) if wait_for is not None else (None, None)
         self.wait_timeout = _seconds(wait_timeout, "wait_timeout")
@@ -221,11 +261,22 @@ class StepSpec:
     def run(self, workflow: Any) -> Any:
         return self.bound_body(workflow)()
 
+    def run_hook(self, which: str, workflow: Any) -> None:
+        """This step's own before_step / after_step, if it has one (a method's name, or a
+        function of the workflow)."""
+        hook = getattr(self, which)
+        if hook is None:
+            return
+        if isinstance(hook, str):
+            getattr(workflow, hook)()
+        else:
+            hook(workflow)
+
     def definition(self, defaults: dict[str, Any]) -> dict[str, Any]:
         options = {**defaults, **self.job_options}
         entry = {
             "name": self.name,
-            "wait": self.wait,
+            "wait": self.wait + (_seconds(options.get("wait"), "job_options wait") or 0.0),
             "timeout": self.timeout,
             "queue": queues.physical(
                 options.get("queue") or settings().workflow_queue, options.get("priority")

@@ -30,11 +30,22 @@ class WorkflowRefused(PgbusError):
 
 
 class PayloadTooLarge(PgbusError):
-    """Arguments or an output bigger than `workflow_max_payload_size`."""
+    """Arguments, an output or a signal's payload bigger than `workflow_max_payload_size`
+    (SQLSTATE PB413 from SQL)."""
+
+
+class WorkflowNotRegistered(PgbusError):
+    """workflow_start named a class with no registered definition (SQLSTATE PB404)."""
 
 
 class StepNotDefined(PgbusError):
-    """A run names a step its workflow class does not have."""
+    """A run names a step its workflow class does not have (recorded on the attempt, by SQL
+    when the step is not in the registered definition, by the runner when the code lacks it)."""
+
+
+class InvalidPolicyDecision(PgbusError):
+    """An exception policy's handler returned something other than a verb (pause, reattempt,
+    cancel, skip) or (verb, wait): the run paused, and this is recorded and reported."""
 
 
 class UnknownWorkflow(PgbusError):
@@ -72,3 +83,15 @@ class FanOutBatchGone(PgbusError):
 
 class WaitTimedOut(PgbusError):
     """A waiting step waited longer than its wait_timeout (on_timeout "pause")."""
+
+
+def raise_named(exc: BaseException) -> None:
+    """Re-raises a database error that has a pgbus name as that error (PB413, PB404); returns
+    for any other, which the caller re-raises as it is."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    message = str(getattr(getattr(exc, "diag", None), "message_primary", None) or exc)
+    message = message.removeprefix("pgbus: ")
+    if sqlstate == "PB413":
+        raise PayloadTooLarge(message) from None
+    if sqlstate == "PB404":
+        raise WorkflowNotRegistered(message) from None

@@ -22,14 +22,21 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-import pgbus
 from pgbus.config import settings
+from pgbus.errors import PgbusError
 from pgbus.instrumentation import emit
 from pgbus.jobs import Job, JobTransaction, current_transaction
 from pgbus.reporting import error_record, report_error
 from pgbus.workflow.base import StepVerb, Workflow, workflow_class
-from pgbus.workflow.definition import ExceptionPolicy, FanOut, RemovedStep, Signal, StepSpec
-from pgbus.workflow.errors import StepBeginFailed, StepNotDefined
+from pgbus.workflow.definition import (
+    VERBS,
+    ExceptionPolicy,
+    FanOut,
+    RemovedStep,
+    Signal,
+    StepSpec,
+)
+from pgbus.workflow.errors import InvalidPolicyDecision, StepBeginFailed, StepNotDefined
 from pgbus.workflow.payloads import decode_payload, encode_payload
 from pgbus.workflow.runs import emit_status
 
@@ -62,6 +69,7 @@ class Outcome:
     signal_id: int | None = None  # the signal the step took
     fan_out: list[dict[str, Any]] | None = None  # park: the batch's jobs
     seen_signal_id: int | None = None  # park at a gate: the newest pending signal it saw
+    policy_failure: BaseException | None = None  # its exception policy's handler went wrong
 
 
 class BodyTransaction:
@@ -111,11 +119,17 @@ def decide(
         try:
             decision = policy.handler(wf, exc)
         except Exception as handler_exc:
-            log.error("exception policy handler failed: %s", handler_exc)
-            return outcome
+            log.error("exception policy handler failed; the run pauses", exc_info=handler_exc)
+            return policy_failed(outcome, handler_exc, "the exception policy's handler raised")
         verb, wait = decision if isinstance(decision, tuple) else (decision, None)
-        if verb in ("pause", "reattempt", "cancel", "skip"):
-            outcome.verb, outcome.wait = verb, wait
+        if verb not in VERBS:
+            problem = InvalidPolicyDecision(
+                f"the exception policy's handler returned {decision!r}, not one of "
+                f"{', '.join(VERBS)} (or (verb, wait)): the run pauses"
+            )
+            log.error("%s", problem)
+            return policy_failed(outcome, problem, str(problem))
+        outcome.verb, outcome.wait = verb, wait
         return outcome
     outcome.verb, outcome.wait = policy.action, policy.wait
     if (
@@ -124,6 +138,16 @@ def decide(
         and attempt > policy.max_reattempts
     ):
         outcome.verb, outcome.wait = policy.terminal_action, None
+    return outcome
+
+
+def policy_failed(outcome: Outcome, problem: BaseException, what: str) -> Outcome:
+    """The run pauses with the step's error, and what went wrong with its policy beside it
+    (error["policy"]); both are reported, whatever the policy's `report` said."""
+    record = error_record(problem, settings().workflow_error_backtrace_lines)
+    outcome.error = {**(outcome.error or {}), "policy": {**record, "problem": what}}
+    outcome.verb, outcome.wait, outcome.report = "pause", None, True
+    outcome.policy_failure = problem
     return outcome
 
 
@@ -195,7 +219,9 @@ def _run(wf: Workflow, spec: StepSpec) -> Outcome:
         if wf.received_signal is None and not wf.timed_out:
             return Outcome("rewait" if wf._context.get("waited") else "park", seen_signal_id=seen)
     wf.before_step()
+    spec.run_hook("before_step", wf)
     result = spec.run(wf)
+    spec.run_hook("after_step", wf)
     wf.after_step()
     if isinstance(result, FanOut):
         return Outcome("park", fan_out=result.jobs)
@@ -210,7 +236,7 @@ class StepJob(Job):
     def perform(self, workflow_id: str, step_id: int) -> None:
         context = self.step_context
         if context is None:
-            raise pgbus.PgbusError("a StepJob runs only when read through pgbus.read_jobs")
+            raise PgbusError("a StepJob runs only when read through pgbus.read_jobs")
         if "begin_error" in context:
             raise StepBeginFailed(
                 f"step {step_id} of {workflow_id} could not begin: "
@@ -266,6 +292,8 @@ def publish(
     cls = step["workflow_class"]
     if outcome.exception is not None and outcome.report:
         report_error(outcome.exception, {"action": "workflow_step", **step})
+    if outcome.policy_failure is not None:
+        report_error(outcome.policy_failure, {"action": "workflow_exception_policy", **step})
     emit(
         "pgbus.workflow.step",
         workflow_class=cls,

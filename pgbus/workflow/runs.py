@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from pgbus.commit_hooks import after_commit
 from pgbus.instrumentation import emit
 from pgbus.jobs import connection
-from pgbus.workflow.errors import WorkflowRefused
+from pgbus.workflow.errors import WorkflowRefused, raise_named
 from pgbus.workflow.payloads import encode_payload
 
 RUN_END_EVENTS = {
@@ -265,28 +265,28 @@ class WorkflowRun:
         params: dict[str, Any],
     ) -> dict[str, Any]:
         with connection(conn) as c:
-            result = c.execute(
-                "SELECT pgbus.workflow_command(%s, %s, %s, %s, %s)",
-                (self.workflow_id, verb, actor, reason, Jsonb(params)),
-            ).fetchone()[0]
+            try:
+                result = c.execute(
+                    "SELECT pgbus.workflow_command(workflow_id => %(workflow_id)s,"
+                    " verb => %(verb)s, actor => %(actor)s, reason => %(reason)s,"
+                    " params => %(params)s)",
+                    {
+                        "workflow_id": self.workflow_id,
+                        "verb": verb,
+                        "actor": actor,
+                        "reason": reason,
+                        "params": Jsonb(params),
+                    },
+                ).fetchone()[0]
+            except psycopg.Error as exc:
+                raise_named(exc)
+                raise
             if not result["ok"]:
                 raise WorkflowRefused(
                     verb, result["code"], result.get("status"), result.get("message")
                 )
             if verb == "signal":
-                after_commit(
-                    c,
-                    lambda: emit(
-                        "pgbus.workflow.signal",
-                        workflow_class=self.workflow_class,
-                        workflow_id=self.workflow_id,
-                        name=params["name"],
-                        signal_id=result["signal_id"],
-                        duplicate_delivery=result["duplicate_delivery"],
-                        woke=result["woke"],
-                        actor=actor,
-                    ),
-                )
+                self.signal_delivered(c, params["name"], result, actor)
             elif verb in ("pause", "cancel", "resume", "skip"):
                 after_commit(
                     c,
@@ -295,3 +295,21 @@ class WorkflowRun:
                     ),
                 )
         return result
+
+    def signal_delivered(
+        self, conn: psycopg.Connection, name: str, result: dict[str, Any], actor: str | None
+    ) -> None:
+        """Instrumentation of a delivered signal, once its transaction commits."""
+        after_commit(
+            conn,
+            lambda: emit(
+                "pgbus.workflow.signal",
+                workflow_class=self.workflow_class,
+                workflow_id=self.workflow_id,
+                name=name,
+                signal_id=result["signal_id"],
+                duplicate_delivery=result["duplicate_delivery"],
+                woke=result["woke"],
+                actor=actor,
+            ),
+        )

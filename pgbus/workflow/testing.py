@@ -169,7 +169,8 @@ def complete_fan_out(run: WorkflowRun, dead_lettered: int = 0) -> str:
         for outcome, n in (("completed", remaining - dead_lettered), ("discarded", dead_lettered)):
             if n:
                 c.execute(
-                    "SELECT pgbus.batch_member_done(%s, %s, %s)", (step["batch_id"], outcome, n)
+                    "SELECT pgbus.batch_member_done(batch => %s, outcome => %s, n => %s)",
+                    (step["batch_id"], outcome, n),
                 )
     _perform_inline(
         BatchFinishedJob(), {"workflow_id": str(run.workflow_id), "step_id": step["step_id"]}

@@ -183,7 +183,8 @@ $$;
 -- Starts a run: the run row, its first step and that step's message, and the events, in the
 -- caller's transaction (so inside an app transaction nothing is sent before it commits).
 -- With an idempotency key already used for this class, answers that run with
--- duplicate_start. A second ongoing run for the same (class, subject) raises PB409.
+-- duplicate_start. A second ongoing run for the same (class, subject) raises PB409, an
+-- unregistered class PB404, arguments over workflow_max_payload_size PB413, a too long actor 22023.
 CREATE OR REPLACE FUNCTION pgbus.workflow_start(
     workflow_class text,
     subject_type text DEFAULT NULL,
@@ -203,8 +204,9 @@ BEGIN
     SELECT * INTO def FROM pgbus.workflow_definitions d WHERE d.workflow_class = workflow_start.workflow_class;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pgbus: workflow class % is not registered', workflow_class
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'PB404', HINT = 'register it first: pgbus.workflow_register';
     END IF;
+    PERFORM pgbus.check_actor_reason(actor, NULL);
     IF jsonb_typeof(coalesce(arguments, '{}')) <> 'object' THEN
         RAISE EXCEPTION 'pgbus: workflow arguments must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
     END IF;

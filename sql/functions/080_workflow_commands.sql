@@ -30,10 +30,12 @@ $$;
 -- An outside verb on a run: pause, cancel, resume, resume_at ({"step": ...}), run_now,
 -- reschedule ({"at": ...}), rerun, skip (the step a waiting run waits on) or signal ({"name",
 -- "payload", "idempotency_key"}). Checked against the transition table under the run's row
--- lock. Answers {"ok": true, "status": ...} (rerun adds "workflow_id" of the new run; signal
+-- lock, then done by the verb's own function, pgbus.workflow_command_<verb> (files
+-- 081-084). Answers {"ok": true, "status": ...} (rerun adds "workflow_id" of the new run; signal
 -- adds "signal_id", "duplicate_delivery" and "woke") or a refusal {"ok": false, "code":
 -- "not_found" | "not_allowed" | "invalid" | "already_running", "status": ..., "message": ...};
--- a refusal changes nothing.
+-- a refusal changes nothing. An actor or reason longer than its limit raises 22023, a signal
+-- payload over workflow_max_payload_size PB413 (errors, not refusals: see docs/sql-api.md).
 CREATE OR REPLACE FUNCTION pgbus.workflow_command(
     workflow_id uuid, verb text, actor text DEFAULT NULL, reason text DEFAULT NULL,
     params jsonb DEFAULT '{}'
@@ -42,15 +44,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     run pgbus.workflows;
     attempt pgbus.workflow_steps;
-    step jsonb;
-    at timestamptz;
     new_status text;
-    new_run uuid;
-    signal pgbus.workflow_signals;
-    woke boolean := false;
-    signal_name text := btrim(params ->> 'name');
-    signal_key text := nullif(btrim(params ->> 'idempotency_key'), '');  -- a blank key is no key
+    answer jsonb;
 BEGIN
+    PERFORM pgbus.check_actor_reason(actor, reason);
     IF verb IS NULL OR verb NOT IN (SELECT t.verb FROM pgbus.workflow_transitions t WHERE t.kind = 'outside') THEN
         RETURN jsonb_build_object('ok', false, 'code', 'invalid',
                                   'message', format('%s is not a workflow action', quote_nullable(verb)));
@@ -64,126 +61,21 @@ BEGIN
         RETURN jsonb_build_object('ok', false, 'code', 'not_allowed', 'status', run.status);
     END IF;
     SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = run.current_step_id;
-
-    IF verb = 'pause' THEN
-        IF attempt.status = 'scheduled' AND attempt.waiting_since IS NOT NULL THEN
-            -- Woken but not yet run: it waits again (resume wakes it once more).
-            PERFORM pgmq.delete(attempt.queue, attempt.msg_id);
-            UPDATE pgbus.workflow_steps SET status = 'waiting' WHERE step_id = attempt.step_id;
-        END IF;
-        PERFORM pgbus.workflow_supersede(attempt.step_id);
-        -- A waiting step's clock stops: time spent paused does not count against its wait.
-        UPDATE pgbus.workflow_steps
-        SET wait_remaining = greatest(wait_deadline - clock_timestamp(), interval '0'), wait_deadline = NULL
-        WHERE step_id = attempt.step_id AND status = 'waiting' AND wait_deadline IS NOT NULL;
-        UPDATE pgbus.workflows SET status = 'paused', pause_cause = 'manual', updated_at = now()
-        WHERE workflows.workflow_id = run.workflow_id;
-        PERFORM pgbus.workflow_event(run.workflow_id, 'paused', attempt.step_id, actor, reason);
-    ELSIF verb = 'cancel' THEN
-        PERFORM pgbus.workflow_supersede(attempt.step_id);
-        UPDATE pgbus.workflow_steps SET status = 'cancelled', outcome = 'cancel', ended_at = clock_timestamp()
-        WHERE step_id = attempt.step_id AND status = 'waiting';
-        PERFORM pgbus.workflow_end(run.workflow_id, 'cancelled', actor, reason);
-    ELSIF verb = 'resume' THEN
-        PERFORM pgbus.workflow_event(run.workflow_id, 'resumed', attempt.step_id, actor, reason,
-                                     jsonb_build_object('step', run.current_step));
-        IF attempt.status = 'running' THEN  -- paused while the step ran: it carries on
-            UPDATE pgbus.workflows SET status = 'running', pause_cause = NULL, updated_at = now()
-            WHERE workflows.workflow_id = run.workflow_id;
-            new_status := 'running';
-        ELSIF attempt.status = 'waiting' THEN  -- paused while its step waited: it waits again
-            UPDATE pgbus.workflows SET status = 'waiting', pause_cause = NULL, updated_at = now()
-            WHERE workflows.workflow_id = run.workflow_id;
-            UPDATE pgbus.workflow_steps
-            SET wait_deadline = clock_timestamp() + wait_remaining, wait_remaining = NULL
-            WHERE step_id = attempt.step_id AND wait_remaining IS NOT NULL;
-            SELECT * INTO run FROM pgbus.workflows w WHERE w.workflow_id = run.workflow_id;
-            SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = run.current_step_id;
-            new_status := pgbus.workflow_settle_wait(run, attempt, NULL, actor);
-        ELSIF attempt.status IN ('completed', 'skipped') THEN
-            new_status := pgbus.workflow_advance(run, attempt.step_name, actor);
-        ELSE  -- failed, interrupted, stalled or never ran: the same step again
-            PERFORM pgbus.workflow_schedule_step(
-                run, coalesce(pgbus.workflow_step_definition(run.workflow_class, run.current_step),
-                              jsonb_build_object('name', run.current_step, 'queue', attempt.queue)),
-                clock_timestamp(), actor);
-        END IF;
-    ELSIF verb = 'resume_at' THEN
-        step := pgbus.workflow_step_definition(run.workflow_class, params ->> 'step');
-        IF step IS NULL OR coalesce((step ->> 'removed')::boolean, false) THEN
-            RETURN jsonb_build_object('ok', false, 'code', 'invalid', 'status', run.status,
-                                      'message', format('%s has no step %s', run.workflow_class,
-                                                        quote_nullable(params ->> 'step')));
-        END IF;
-        PERFORM pgbus.workflow_event(run.workflow_id, 'resumed_at', attempt.step_id, actor, reason,
-                                     jsonb_build_object('step', step ->> 'name'));
-        PERFORM pgbus.workflow_supersede(attempt.step_id);
-        PERFORM pgbus.workflow_abandon(attempt.step_id);
-        PERFORM pgbus.workflow_schedule_step(run, step, clock_timestamp(), actor);
-    ELSIF verb IN ('run_now', 'reschedule') THEN
-        BEGIN
-            at := CASE WHEN verb = 'run_now' THEN clock_timestamp() ELSE (params ->> 'at')::timestamptz END;
-        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
-            at := NULL;
-        END;
-        IF at IS NULL THEN
-            RETURN jsonb_build_object('ok', false, 'code', 'invalid', 'status', run.status,
-                                      'message', 'reschedule needs a time: {"at": "<ISO 8601 timestamp>"}');
-        END IF;
-        UPDATE pgbus.workflow_steps SET scheduled_at = at WHERE step_id = attempt.step_id;
-        PERFORM pgmq.set_vt(attempt.queue, attempt.msg_id, greatest(at, clock_timestamp()));
-        PERFORM pgbus.workflow_event(run.workflow_id, CASE verb WHEN 'run_now' THEN 'run_now' ELSE 'rescheduled' END,
-                                     attempt.step_id, actor, reason,
-                                     jsonb_build_object('step', attempt.step_name, 'scheduled_at', at));
-    ELSIF verb = 'skip' THEN
-        PERFORM pgbus.workflow_conclude(run, attempt, 'skip', new_status, NULL, NULL, NULL,
-                                        coalesce(actor, 'operator'), reason);
-    ELSIF verb = 'signal' THEN
-        IF coalesce(signal_name, '') = '' OR length(signal_name) > 255 OR length(signal_key) > 255
-           OR jsonb_typeof(coalesce(params -> 'payload', '{}')) <> 'object' THEN
-            RETURN jsonb_build_object('ok', false, 'code', 'invalid', 'status', run.status,
-                                      'message', 'a signal is {"name": 1-255 characters, "payload": {...}, '
-                                                 '"idempotency_key": at most 255 characters}');
-        END IF;
-        IF signal_key IS NOT NULL THEN  -- under the run's lock: the same key twice stores one
-            SELECT * INTO signal FROM pgbus.workflow_signals g
-            WHERE g.workflow_id = run.workflow_id AND g.idempotency_key = signal_key;
-            IF FOUND THEN
-                RETURN jsonb_build_object('ok', true, 'status', run.status, 'signal_id', signal.signal_id,
-                                          'duplicate_delivery', true, 'woke', false);
-            END IF;
-        END IF;
-        INSERT INTO pgbus.workflow_signals (workflow_id, name, payload, idempotency_key, actor, reason)
-        VALUES (run.workflow_id, signal_name, coalesce(params -> 'payload', '{}'), signal_key, actor,
-                nullif(btrim(reason), ''))
-        RETURNING * INTO signal;
-        PERFORM pgbus.workflow_event(run.workflow_id, 'signal_received', attempt.step_id, actor, reason,
-                                     jsonb_strip_nulls(jsonb_build_object(
-                                         'signal_id', signal.signal_id, 'name', signal_name,
-                                         'idempotency_key', signal_key)));
-        IF attempt.status = 'waiting' AND attempt.wait_for IN (signal_name, '*')
-           AND pgbus.workflow_transition('runner', 'wake', run.status) IS NOT NULL THEN
-            new_status := pgbus.workflow_wake(run, attempt, actor,
-                                              jsonb_build_object('signal_id', signal.signal_id));
-            woke := true;
-        END IF;
-        RETURN jsonb_build_object('ok', true, 'status', new_status, 'signal_id', signal.signal_id,
-                                  'duplicate_delivery', false, 'woke', woke);
-    ELSIF verb = 'rerun' THEN
-        BEGIN
-            SELECT s.workflow_id INTO new_run
-            FROM pgbus.workflow_start(run.workflow_class, run.subject_type, run.subject_id,
-                                      run.arguments, NULL, actor, run.workflow_id) s;
-        EXCEPTION WHEN SQLSTATE 'PB409' THEN
-            RETURN jsonb_build_object('ok', false, 'code', 'already_running', 'status', run.status,
-                                      'message', 'the subject already has an ongoing run');
-        END;
-        PERFORM pgbus.workflow_event(run.workflow_id, 'rerun', NULL, actor, reason,
-                                     jsonb_build_object('workflow_id', new_run));
-        RETURN jsonb_build_object('ok', true, 'status', run.status, 'workflow_id', new_run);
-    END IF;
-    RETURN jsonb_build_object('ok', true,
-                              'status', (SELECT w.status FROM pgbus.workflows w WHERE w.workflow_id = run.workflow_id));
+    params := coalesce(params, '{}');
+    answer := CASE verb
+        WHEN 'pause' THEN pgbus.workflow_command_pause(run, attempt, actor, reason)
+        WHEN 'cancel' THEN pgbus.workflow_command_cancel(run, attempt, actor, reason)
+        WHEN 'resume' THEN pgbus.workflow_command_resume(run, attempt, actor, reason)
+        WHEN 'resume_at' THEN pgbus.workflow_command_resume_at(run, attempt, actor, reason, params)
+        WHEN 'run_now' THEN pgbus.workflow_command_reschedule(run, attempt, actor, reason, NULL)
+        WHEN 'reschedule' THEN pgbus.workflow_command_reschedule(run, attempt, actor, reason, params)
+        WHEN 'skip' THEN pgbus.workflow_command_skip(run, attempt, actor, reason, new_status)
+        WHEN 'signal' THEN pgbus.workflow_command_signal(run, attempt, actor, reason, params, new_status)
+        WHEN 'rerun' THEN pgbus.workflow_command_rerun(run, actor, reason)
+    END;
+    -- A verb's function answers a refusal, or its own answer, or NULL: done, say the status.
+    RETURN coalesce(answer, jsonb_build_object('ok', true,
+        'status', (SELECT w.status FROM pgbus.workflows w WHERE w.workflow_id = run.workflow_id)));
 END;
 $$;
 

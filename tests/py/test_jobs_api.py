@@ -87,7 +87,6 @@ def test_queue_names():
         queues.normalize("--")
     with pytest.raises(queues.InvalidQueueName, match="longer than 40"):
         queues.physical("x" * 40)
-    assert queues.dead_letter_queue("pgbus_default") == "pgbus_default_dlq"
 
 
 def test_unknown_job_class_names_the_module():

@@ -114,11 +114,11 @@ def test_unknown_class_and_bad_arguments_are_failed_attempts(effects):
         "SELECT error_class, error_message FROM pgbus.job_failures ORDER BY msg_id"
     ).fetchall()
     assert errors[0] == (
-        "pgbus.jobs.UnknownJobClass",
+        "pgbus.UnknownJobClass",
         "unknown job class 'gone.module:Vanished': import its module in the worker"
         " (pgbus start --import gone.module)",
     )
-    assert errors[1][0] == "pgbus.serialization.SerializationError"
+    assert errors[1][0] == "pgbus.SerializationError"
     assert "cannot decode" in errors[1][1]
 
 
@@ -264,5 +264,5 @@ def test_a_step_that_cannot_begin_fails_alone(effects):
                 "SELECT error_class, error_message FROM pgbus.job_failures"
             ).fetchone()
         )
-    assert failure[0] == "pgbus.workflow.errors.StepBeginFailed"
+    assert failure[0] == "pgbus.workflow.StepBeginFailed"
     assert "could not begin" in failure[1] and "22P02" in failure[1]

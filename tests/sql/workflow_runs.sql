@@ -226,7 +226,7 @@ SELECT is((pg_temp.ev('rerunof', 'started')).details, jsonb_build_object('rerun_
 -- workflow_start: refusals
 -------------------------------------------------------------------------------------------------
 DO $d$ BEGIN PERFORM pg_temp.mark('start_runs', to_jsonb((SELECT count(*) FROM pgbus.workflows WHERE workflow_class = 't_wfr_start'))); END $d$;
-SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_unregistered')$$, '22023',
+SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_unregistered')$$, 'PB404',
                  'pgbus: workflow class t_wfr_unregistered is not registered', 'workflow_start: refuses an unregistered class');
 SELECT throws_ok($$SELECT * FROM pgbus.workflow_start('t_wfr_start', arguments => '[1]')$$, '22023',
                  'pgbus: workflow arguments must be a JSON object', 'workflow_start: refuses array arguments');
