@@ -46,6 +46,19 @@ def _int_at_least(low: int) -> Check:
     return check
 
 
+def _optional_int_at_least(low: int) -> Check:
+    """None, or a whole number from `low` (also as digits: from the environment)."""
+
+    def check(name: str, value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        return _int_at_least(low)(name, value)
+
+    return check
+
+
 def _fraction(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ConfigurationError(name, f"must be a number from 0 to 1, got {value!r}")
@@ -180,9 +193,7 @@ class Settings:
     )
     # None: the database's limit (pgbus.settings, 65536 unless changed), which SQL enforces for
     # every caller; a number: a lower limit this process also applies before it writes.
-    workflow_max_payload_size: int | None = _setting(
-        None, lambda n, v: None if v is None else _int_at_least(256)(n, v)
-    )
+    workflow_max_payload_size: int | None = _setting(None, _optional_int_at_least(256))
     workflow_error_backtrace_lines: int = _setting(30, _int_at_least(0))
     app_revision: str | None = _setting(None, _optional_text)
     # The scheduler: recurring tasks and deploy tasks (pgbus.scheduling, pgbus.scheduler).

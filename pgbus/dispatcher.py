@@ -49,8 +49,33 @@ def workflow_sweep_report(result: dict[str, Any]) -> int:
     return result["deleted"]
 
 
+def workflow_gauges_report(result: dict[str, Any]) -> int:
+    """The gauges alone (pg_cron sweeps): they go out as instrumentation."""
+    emit("pgbus.workflow.gauge", runs=result["runs"], stuck=result["stuck"])
+    return 0
+
+
+def workflow_gauges_duty() -> Duty:
+    """When pg_cron runs the sweep (workflow_sweep_enabled False) the dispatcher still reports
+    the gauges, read without sweeping."""
+    return Duty(
+        "workflow_gauges",
+        settings().workflow_sweep_interval.total_seconds(),
+        lambda s: (
+            "SELECT pgbus.workflow_gauges(stall_threshold => %s, overdue_after => %s,"
+            " waiting_threshold => %s)",
+            (
+                s.workflow_stall_threshold,
+                s.workflow_overdue_after,
+                s.workflow_waiting_visibility_threshold,
+            ),
+        ),
+        report=workflow_gauges_report,
+    )
+
+
 def default_duties() -> list[Duty]:
-    return [
+    duties = [
         Duty(
             "prune_stale_processes",
             60,
@@ -92,6 +117,9 @@ def default_duties() -> list[Duty]:
             report=workflow_sweep_report,
         ),
     ]
+    if not settings().workflow_sweep_enabled:  # pg_cron (or another scheduler) sweeps
+        duties = [d for d in duties if d.name != "workflow_sweep"] + [workflow_gauges_duty()]
+    return duties
 
 
 class Dispatcher:

@@ -92,10 +92,11 @@ def migrate(dsn: str, log: Callable[[str], None] = lambda _: None) -> MigrateRep
             conn.execute("CREATE SCHEMA IF NOT EXISTS pgbus")
             report.pgmq = _ensure_pgmq(conn)
             log(f"PGMQ: {report.pgmq}")
+            dropped = _drop_views_before_migrations(conn, dsn)
             report.applied = _apply_migrations(dsn, log)
             if report.pgmq.startswith("installed SQL"):
                 _set_meta(conn, "pgmq_sql_version", get_embedded_sql_version())
-            report.code_reapplied = _apply_code(conn)
+            report.code_reapplied = _apply_code(conn, force=dropped)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
     return report
@@ -134,9 +135,28 @@ def _apply_migrations(dsn: str, log: Callable[[str], None]) -> list[str]:
         backend.connection.close()
 
 
-def _apply_code(conn: psycopg.Connection) -> bool:
+def _drop_views_before_migrations(conn: psycopg.Connection, dsn: str) -> bool:
+    """With migrations pending, pgbus's views go first (sql/views/ re-creates them right
+    after), so that none holds back a migration that changes a column it reads."""
+    backend = get_backend(yoyo_url(dsn))
+    try:
+        pending = backend.to_apply(read_migrations(str(MIGRATIONS_DIR)))
+    finally:
+        backend.connection.close()
+    if not pending:
+        return False
+    with conn.transaction():
+        views = conn.execute(
+            "SELECT format('%I.%I', schemaname, viewname) FROM pg_views WHERE schemaname = 'pgbus'"
+        ).fetchall()
+        for (view,) in views:
+            conn.execute(f"DROP VIEW IF EXISTS {view} CASCADE")
+    return bool(views)
+
+
+def _apply_code(conn: psycopg.Connection, force: bool = False) -> bool:
     digest = code_digest()
-    if _get_meta(conn, "sql_digest") == digest:
+    if not force and _get_meta(conn, "sql_digest") == digest:
         return False
     with conn.transaction():
         for f in _code_files():

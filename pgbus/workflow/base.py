@@ -312,7 +312,7 @@ class Workflow:
     def output_of(self, step_name: str) -> dict[str, Any] | None:
         """The output of the latest completed attempt of `step_name`, or None."""
         row = self.conn.execute(
-            "SELECT output FROM pgbus.workflow_steps WHERE workflow_id = %s AND step_name = %s"
+            "SELECT output FROM pgbus.workflow_attempts WHERE workflow_id = %s AND step_name = %s"
             " AND status = 'completed' ORDER BY step_id DESC LIMIT 1",
             (self.workflow_id, step_name),
         ).fetchone()

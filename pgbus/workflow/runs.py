@@ -2,7 +2,8 @@
 
 Every verb is `pgbus.workflow_command` under the run's row lock; a refusal raises
 WorkflowRefused with the code and the status the run is in now, and changes nothing.
-Instrumentation of a verb goes out after its transaction commits.
+Instrumentation of a verb goes out after its transaction commits. What it reads comes from the
+read layer (sql/views/020_workflow_read_layer.sql), the one path the dashboard and MCP share.
 """
 
 from __future__ import annotations
@@ -80,14 +81,15 @@ class WorkflowRun:
     ) -> WorkflowRun | None:
         with connection(conn) as c:
             row = c.execute(
-                "SELECT workflow_id, workflow_class FROM pgbus.workflows WHERE workflow_id = %s",
+                "SELECT workflow_id, workflow_class FROM pgbus.workflow_runs_overview"
+                " WHERE workflow_id = %s",
                 (UUID(str(workflow_id)),),
             ).fetchone()
         return cls(row[0], row[1]) if row else None
 
     def row(self, conn: psycopg.Connection | None = None) -> dict[str, Any] | None:
         """The run's row (status, current_step, pause_cause, ...), or None once it is gone."""
-        rows = self._rows("SELECT * FROM pgbus.workflows WHERE workflow_id = %s", conn)
+        rows = self._rows("SELECT * FROM pgbus.workflow_runs_overview WHERE workflow_id = %s", conn)
         return rows[0] if rows else None
 
     def status(self, conn: psycopg.Connection | None = None) -> str | None:
@@ -97,7 +99,7 @@ class WorkflowRun:
     def events(self, conn: psycopg.Connection | None = None) -> list[Event]:
         with connection(conn) as c:
             rows = c.execute(
-                "SELECT event, actor, reason, details, step_id, created_at FROM pgbus.workflow_events"
+                "SELECT event, actor, reason, details, step_id, created_at FROM pgbus.workflow_audit_trail"
                 " WHERE workflow_id = %s ORDER BY event_id",
                 (self.workflow_id,),
             ).fetchall()
@@ -106,7 +108,7 @@ class WorkflowRun:
     def steps(self, conn: psycopg.Connection | None = None) -> list[dict[str, Any]]:
         """Every attempt, oldest first."""
         return self._rows(
-            "SELECT * FROM pgbus.workflow_steps WHERE workflow_id = %s ORDER BY step_id", conn
+            "SELECT * FROM pgbus.workflow_attempts WHERE workflow_id = %s ORDER BY step_id", conn
         )
 
     def available_actions(self, conn: psycopg.Connection | None = None) -> list[str]:
@@ -212,7 +214,8 @@ class WorkflowRun:
     def signals(self, conn: psycopg.Connection | None = None) -> list[dict[str, Any]]:
         """Every signal delivered to the run, oldest first."""
         return self._rows(
-            "SELECT * FROM pgbus.workflow_signals WHERE workflow_id = %s ORDER BY signal_id", conn
+            "SELECT * FROM pgbus.workflow_signal_log WHERE workflow_id = %s ORDER BY signal_id",
+            conn,
         )
 
     def _rows(self, query: str, conn: psycopg.Connection | None) -> list[dict[str, Any]]:
@@ -241,7 +244,8 @@ class WorkflowRun:
     def reruns(self, conn: psycopg.Connection | None = None) -> list[WorkflowRun]:
         with connection(conn) as c:
             rows = c.execute(
-                "SELECT workflow_id FROM pgbus.workflows WHERE rerun_of = %s ORDER BY created_at",
+                "SELECT workflow_id FROM pgbus.workflow_runs_overview WHERE rerun_of = %s"
+                " ORDER BY created_at",
                 (self.workflow_id,),
             ).fetchall()
         return [WorkflowRun(r[0], self.workflow_class) for r in rows]

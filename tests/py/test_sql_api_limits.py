@@ -275,3 +275,46 @@ def test_set_step_job_options_sets_every_steps_queue(users):
     assert run.steps()[0]["queue"] == pgbus.queues.physical("routed", 0)
     with pytest.raises(ValueError):
         Routed.set_step_job_options(colour="red")
+
+
+def test_with_the_sweep_off_the_dispatcher_reports_the_gauges_without_sweeping(users):
+    from pgbus.dispatcher import Dispatcher, default_duties
+    from pgbus.instrumentation import subscribe
+    from tests.py.sample_workflows import ThreeSteps
+
+    assert "workflow_sweep" in [d.name for d in default_duties()]
+    pgbus.configure(workflow_sweep_enabled=False)
+    duties = default_duties()
+    assert "workflow_sweep" not in [d.name for d in duties]
+    assert "workflow_gauges" in [d.name for d in duties]
+    run = ThreeSteps.start(n="hung")
+    users.execute(
+        "UPDATE pgbus.workflow_steps SET status = 'running', started_at = now() - interval '1 hour'"
+    )
+    users.execute("UPDATE pgbus.workflows SET status = 'running'")
+    seen = []
+    sub = subscribe("pgbus.workflow.*", lambda name, payload: seen.append((name, payload)))
+    try:
+        assert Dispatcher(duties).tick()["workflow_gauges"] == 0
+    finally:
+        sub.unsubscribe()
+    assert run.status() == "running"  # nothing swept: pg_cron's job
+    [gauge] = [p for n, p in seen if n == "pgbus.workflow.gauge"]
+    assert gauge["stuck"] == [
+        {"workflow_class": ThreeSteps.workflow_name, "reason": "stalled", "count": 1}
+    ]
+    assert gauge["runs"] == [
+        {"workflow_class": ThreeSteps.workflow_name, "status": "running", "count": 1}
+    ]
+
+
+def test_the_new_settings_read_from_the_environment():
+    from pgbus.config import from_environment
+
+    s = from_environment(
+        {"PGBUS_WORKFLOW_MAX_PAYLOAD_SIZE": "1000", "PGBUS_WORKFLOW_SWEEP_ENABLED": "false"}
+    )
+    assert (s.workflow_max_payload_size, s.workflow_sweep_enabled) == (1000, False)
+    assert from_environment({}).workflow_max_payload_size is None
+    with pytest.raises(pgbus.ConfigurationError, match="workflow_max_payload_size"):
+        from_environment({"PGBUS_WORKFLOW_MAX_PAYLOAD_SIZE": "12"})
