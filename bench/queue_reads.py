@@ -19,7 +19,7 @@ import time
 
 import psycopg
 
-from bench.jobs import p50_p99, scratch_database, server_url
+from bench.harness import p50_p99, scratch_database, server_url
 
 QUEUE = "bench_delayed"
 BUDGET_MS = 5.0

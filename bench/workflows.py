@@ -7,7 +7,7 @@ the local one with scripts/pg. Prints the durability settings it ran with. The w
 bench.noop_workflows.NoopWorkflow: three steps that do nothing.
 
 - raw PGMQ: `threads x workers` connections, each looping send + read(1) + archive (three
-  transactions per message) for --seconds (bench.jobs.raw_pgmq_rate).
+  transactions per message) for --seconds (bench.harness.raw_pgmq_rate).
 - steps/s: --runs runs are started first (NoopWorkflow.start from 8 threads), so their first
   steps wait in the queue: the workflow's own, bench_workflows, so that no other worker on the
   database takes them. Then 1, then 2 worker processes (`pgbus.cli worker --queues
@@ -44,9 +44,9 @@ import time
 import psycopg
 
 import pgbus
-from bench.jobs import (
+from bench import harness
+from bench.harness import (
     LISTENERS,
-    ROOT,
     durability,
     in_threads,
     p50_p99,
@@ -81,18 +81,7 @@ BATCH_POLL = 0.1  # s; the rate is read from the database's clock, not from when
 
 
 def start_workers(url: str, n: int, threads: int) -> list[subprocess.Popen]:
-    env = {**os.environ, "PGBUS_DATABASE_URL": url}
-    command = [sys.executable, "-m", "pgbus.cli", "worker", "--import", "bench.noop_workflows"]
-    return [
-        subprocess.Popen(
-            [*command, "--queues", QUEUE, "--threads", str(threads)],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(n)
-    ]
+    return harness.start_workers(url, n, threads, "bench.noop_workflows", QUEUE)
 
 
 def clear_runs(url: str) -> None:
