@@ -129,7 +129,9 @@ class Scheduler:
                     claimed = {
                         r[0]
                         for r in c.execute(
-                            "SELECT pgbus.recurring_claimed(%s, %s, %s)", (key, due[0], due[-1])
+                            "SELECT pgbus.recurring_claimed(task_key => %s, since => %s,"
+                            " until => %s)",
+                            (key, due[0], due[-1]),
                         )
                     }
                 for run_at in due:
@@ -166,7 +168,7 @@ class Scheduler:
         declared = None if self._deploy_declared else Jsonb([t.row() for t in self.deploy])
         with pool().connection() as c:
             result = c.execute(
-                "SELECT pgbus.deploy_tasks_fire(%s, %s, %s)",
+                "SELECT pgbus.deploy_tasks_fire(revision => %s, declared => %s, live_within => %s)",
                 (self.revision, declared, settings().stale_process_threshold),
             ).fetchone()[0]
         if result["rolled_over"]:
