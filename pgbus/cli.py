@@ -94,6 +94,48 @@ def cmd_start(args: argparse.Namespace) -> int:
     ).run()
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def web_auth_from_environment():
+    """The dashboard's auth for `pgbus web`: the web_auth setting, else PGBUS_WEB_PASSWORD
+    (HTTP Basic, any user name) and/or PGBUS_WEB_TOKEN (Authorization: Bearer)."""
+    import os
+
+    from pgbus.web import any_of, basic_auth, bearer_auth
+
+    if settings().web_auth is not None:
+        return settings().web_auth
+    checks = []
+    if os.environ.get("PGBUS_WEB_PASSWORD"):
+        checks.append(basic_auth(os.environ["PGBUS_WEB_PASSWORD"]))
+    if os.environ.get("PGBUS_WEB_TOKEN"):
+        checks.append(bearer_auth(os.environ["PGBUS_WEB_TOKEN"]))
+    if not checks:
+        return None
+    return checks[0] if len(checks) == 1 else any_of(*checks)
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from pgbus.web import create_app
+
+    _boot(args)
+    auth = web_auth_from_environment()
+    if auth is None and args.host not in LOCAL_HOSTS and not args.insecure_no_auth:
+        raise PgbusError(
+            f"refusing to serve the dashboard on {args.host} without authentication: set "
+            "PGBUS_WEB_PASSWORD or PGBUS_WEB_TOKEN, or pass --insecure-no-auth"
+        )
+    settings().dsn()  # a missing database URL is said now, not on the first page
+    app = create_app(web_auth=auth)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    _say(f"pgbus dashboard: http://{shown}:{args.port}/")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pgbus.demo import run
 
@@ -144,8 +186,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "scheduler", parents=[app], help="run the scheduler (recurring and deploy tasks)"
     ).set_defaults(run=cmd_scheduler)
+    web = sub.add_parser("web", parents=[app], help="serve the dashboard")
+    web.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    web.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    web.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="allow serving beyond localhost with no authentication",
+    )
+    web.set_defaults(run=cmd_web)
     demo = sub.add_parser("demo", help="run the sample workload against the database")
     demo.add_argument("--seconds", type=float, default=0, help="stop after this long (0: Ctrl-C)")
+    demo.add_argument(
+        "--web-port", type=int, default=8080, help="serve the dashboard on this port (0: none)"
+    )
     demo.set_defaults(run=cmd_demo)
     return parser
 

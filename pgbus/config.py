@@ -150,6 +150,21 @@ def _tasks(kind: str) -> Check:
     return check
 
 
+def _optional_callable(name: str, value: Any) -> Callable[..., Any] | None:
+    if value is not None and not callable(value):
+        raise ConfigurationError(
+            name, f"must be a callable taking the request, or None; got {value!r}"
+        )
+    return value
+
+
+def _names(name: str, value: Any) -> tuple[str, ...]:
+    items = tuple(value) if isinstance(value, list | tuple) else None
+    if items is None or not all(isinstance(n, str) and n.strip() for n in items):
+        raise ConfigurationError(name, "must be a list of non-empty strings")
+    return tuple(n.strip() for n in items)
+
+
 def _setting(default: Any, check: Check) -> Any:
     return dataclasses.field(default=default, metadata={"check": check})
 
@@ -213,6 +228,26 @@ class Settings:
     )
     statsd_host: str = _setting("127.0.0.1", lambda n, v: _optional_text(n, v) or "127.0.0.1")
     statsd_port: int = _setting(8125, _int_at_least(1))
+    # The dashboard (pgbus.web): who may use it, how often live regions refresh, page size,
+    # and which payload keys are shown as [FILTERED].
+    web_auth: Callable[..., Any] | None = _setting(None, _optional_callable)
+    web_refresh_interval: timedelta = _setting(timedelta(seconds=5), _positive_duration)
+    web_per_page: int = _setting(25, _int_at_least(1))
+    web_filter_parameters: tuple[str, ...] = _setting(
+        (
+            "password",
+            "passphrase",
+            "secret",
+            "token",
+            "authorization",
+            "api_key",
+            "private_key",
+            "access_key",
+            "secret_key",
+            "*_key",
+        ),
+        _names,
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -195,6 +195,17 @@ def run(args: argparse.Namespace) -> int:
         stderr=subprocess.DEVNULL,
     )
     print("  started the supervisor (workers and a dispatcher); Ctrl-C stops the demo", flush=True)
+    dashboard = None
+    if args.web_port:
+        dashboard = subprocess.Popen(
+            [sys.executable, "-m", "pgbus.cli", "web", "--port", str(args.web_port)],
+            env={**os.environ, "PGBUS_DATABASE_URL": dsn},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        print(
+            f"  dashboard: http://127.0.0.1:{args.web_port}/ (watch the workload live)", flush=True
+        )
     started = time.monotonic()
     wave = 0
     try:
@@ -217,6 +228,9 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         supervisor.send_signal(signal.SIGTERM)
+        if dashboard is not None:
+            dashboard.send_signal(signal.SIGTERM)
+            dashboard.wait(10)
         supervisor.wait(60)
     print("demo stopped", flush=True)
     return 0

@@ -127,7 +127,7 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 'pgbus.workflow:StepJob' $$;
 DROP FUNCTION IF EXISTS pgbus.read_jobs(text[], integer, integer);
 
 -- Reads up to `qty` visible messages from `queues`, earlier queues first (priority order),
--- each hidden for `vt_seconds`. Queues that do not exist yet are passed over. A workflow
+-- each hidden for `vt_seconds`. Queues that do not exist yet, or are paused, are passed over. A workflow
 -- step's message begins its attempt in the same transaction (pgbus.workflow_begin_step, with
 -- `worker` and `app_revision` recorded on it) and carries the attempt's context; one with
 -- nothing to run (stale, not due, stalled) is left out.
@@ -149,6 +149,8 @@ BEGIN
     FOREACH q IN ARRAY coalesce(queues, '{}') LOOP
         EXIT WHEN remaining <= 0;
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pgmq.meta m WHERE m.queue_name = q);
+        -- A paused queue (the dashboard's Pause) keeps its messages until it is resumed.
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pgbus.queue_pauses p WHERE p.queue_name = q);
         FOR r IN SELECT * FROM pgbus.queue_read(q, vt_seconds, remaining) LOOP
             remaining := remaining - 1;
             context := NULL;

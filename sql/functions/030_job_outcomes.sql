@@ -157,16 +157,17 @@ BEGIN
                                (policy ->> 'jitter')::float8);
     PERFORM pgmq.set_vt(queue, msg_id, clock_timestamp() + delay);
     INSERT INTO pgbus.job_failures AS f
-        (queue_name, msg_id, job_class, error_class, error_message, backtrace, read_ct)
+        (queue_name, msg_id, job_class, error_class, error_message, backtrace, read_ct, max_attempts)
     VALUES (queue, msg_id, m.message ->> 'job_class', coalesce(error ->> 'class', 'Error'),
             coalesce(error ->> 'message', ''),
             CASE jsonb_typeof(error -> 'backtrace')  -- a list of frames, or already text
                 WHEN 'array' THEN (SELECT string_agg(f, E'\n') FROM jsonb_array_elements_text(error -> 'backtrace') f)
                 ELSE error ->> 'backtrace' END,
-            m.read_ct)
+            m.read_ct, (policy ->> 'max_retries')::integer + 1)
     ON CONFLICT ON CONSTRAINT job_failures_pkey DO UPDATE
         SET error_class = excluded.error_class, error_message = excluded.error_message,
-            backtrace = excluded.backtrace, read_ct = excluded.read_ct, failed_at = now();
+            backtrace = excluded.backtrace, read_ct = excluded.read_ct,
+            max_attempts = excluded.max_attempts, failed_at = now();
     IF record_stats THEN
         PERFORM pgbus.record_job_stat(queue, m.message, 'failed', duration_ms, NULL, m.read_ct - 1);
     END IF;

@@ -1,0 +1,274 @@
+"""The read layer and the operator actions, shared by the dashboard and the MCP server.
+
+Every method calls one SQL function or reads one view of the schema `pgbus` (the rules and the
+numbers live there); nothing here computes a figure of its own. Reads return plain dicts.
+Actions return the SQL function's answer `{"ok": bool, "code": str, "message": str, ...}`:
+a refusal ("the message is no longer in the queue") is an answer, not an exception.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from pgbus.config import Settings, settings
+
+# Bulk actions touch at most this many messages per call (per press of a button).
+BULK_LIMIT = 1000
+# The periods the job insights offer, each with its bucket width.
+INSIGHT_PERIODS = ("1h", "24h", "7d", "30d")
+
+# The payload keys shown as [FILTERED] unless the web_filter_parameters setting says otherwise.
+DEFAULT_FILTER: tuple[str, ...] = Settings.__dataclass_fields__["web_filter_parameters"].default
+
+Outcome = dict[str, Any]
+
+
+def filter_secrets(value: Any, names: Iterable[str] = DEFAULT_FILTER) -> Any:
+    """A copy of `value` with the values of secret-looking keys replaced by "[FILTERED]".
+
+    A name matches a key case-insensitively as a substring ("password" hides "db_password");
+    a name with `*` is a glob over the whole key ("*_key" hides "stripe_key").
+    """
+    patterns = _patterns(tuple(names))
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: "[FILTERED]" if _secret(str(k), patterns) else walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+_pattern_cache: dict[tuple[str, ...], list[re.Pattern[str]]] = {}
+
+
+def _patterns(names: tuple[str, ...]) -> list[re.Pattern[str]]:
+    found = _pattern_cache.get(names)
+    if found is None:
+        found = []
+        for n in names:
+            n = n.strip().lower()
+            if not n:
+                continue
+            if "*" in n:
+                found.append(re.compile("^" + ".*".join(map(re.escape, n.split("*"))) + "$"))
+            else:
+                found.append(re.compile(re.escape(n)))
+        _pattern_cache[names] = found
+    return found
+
+
+def _secret(key: str, patterns: list[re.Pattern[str]]) -> bool:
+    k = key.lower()
+    return any(p.search(k) for p in patterns)
+
+
+class DataSource:
+    """Reads and actions against one database, through a small pool of its own."""
+
+    def __init__(self, dsn: str | None = None, *, max_connections: int = 4) -> None:
+        self._dsn = dsn
+        self._max = max_connections
+        self._pool: ConnectionPool | None = None
+        self._lock = threading.Lock()
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _conn(self):
+        with self._lock:
+            if self._pool is None:
+                self._pool = ConnectionPool(
+                    self._dsn or settings().dsn(),
+                    min_size=1,
+                    max_size=self._max,
+                    kwargs={"autocommit": True, "row_factory": dict_row},
+                    open=True,
+                    name="pgbus-data",
+                )
+        return self._pool.connection(timeout=10)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._conn() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
+
+    def _value(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self._one(sql, params)
+        return None if row is None else next(iter(row.values()))
+
+    # -- thresholds from the settings ----------------------------------------------------
+
+    @staticmethod
+    def _stale_after() -> timedelta:
+        return settings().stale_process_threshold
+
+    @staticmethod
+    def _stalled_after() -> timedelta:
+        s = settings()
+        return min(s.heartbeat_interval * 3, s.stale_process_threshold)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def ping(self) -> bool:
+        return self._value("SELECT true") is True
+
+    def summary(self) -> dict[str, Any]:
+        return self._value(
+            "SELECT pgbus.dashboard_summary(%s, %s)", (self._stalled_after(), self._stale_after())
+        )
+
+    def queues(self) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM pgbus.queue_stats(NULL, %s)", (self._stale_after(),))
+
+    def queue(self, name: str) -> dict[str, Any] | None:
+        return self._one("SELECT * FROM pgbus.queue_stats(%s, %s)", (name, self._stale_after()))
+
+    def queue_messages(
+        self, name: str, before_id: int | None = None, page_size: int = 25
+    ) -> list[dict[str, Any]]:
+        return self._rows(
+            "SELECT * FROM pgbus.queue_messages(%s, %s, %s, %s)",
+            (name, before_id, page_size, self._stale_after()),
+        )
+
+    def messages(
+        self,
+        *,
+        dead_letters: bool,
+        queue: str | None = None,
+        before: tuple[datetime, str, int] | None = None,
+        page_size: int = 25,
+    ) -> list[dict[str, Any]]:
+        at, q, i = before if before else (None, None, None)
+        return self._rows(
+            "SELECT * FROM pgbus.messages_across(%s, %s, %s, %s, %s, %s, %s)",
+            (dead_letters, queue, at, q, i, page_size, self._stale_after()),
+        )
+
+    def message(self, queue: str, msg_id: int) -> dict[str, Any] | None:
+        return self._one(
+            "SELECT * FROM pgbus.queue_message(%s, %s::bigint, %s)",
+            (queue, msg_id, self._stale_after()),
+        )
+
+    def failed_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        before: tuple[datetime, str, int] | None = None,
+        page_size: int = 25,
+    ) -> list[dict[str, Any]]:
+        at, q, i = before if before else (None, None, None)
+        return self._rows(
+            "SELECT * FROM pgbus.failed_jobs(%s, %s, %s, %s, %s, %s)",
+            (queue, at, q, i, page_size, self._stale_after()),
+        )
+
+    def processes(self) -> list[dict[str, Any]]:
+        return self._rows(
+            "SELECT * FROM pgbus.process_status(%s, %s)",
+            (self._stalled_after(), self._stale_after()),
+        )
+
+    def batches(self, limit: int = 100) -> list[dict[str, Any]]:
+        return self._rows(
+            "SELECT * FROM pgbus.batch_overview ORDER BY created_at DESC, batch_id LIMIT %s",
+            (max(1, min(limit, 500)),),
+        )
+
+    def batch(self, batch_id: str) -> dict[str, Any] | None:
+        return self._one(
+            "SELECT * FROM pgbus.batch_overview WHERE batch_id = %s::uuid", (batch_id,)
+        )
+
+    def table_health(self) -> list[dict[str, Any]]:
+        return self._rows(
+            "SELECT * FROM pgbus.queue_table_health ORDER BY dead_tuples DESC, table_name"
+        )
+
+    def workflow_counts(self) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM pgbus.workflow_status_counts")
+
+    def health(self) -> dict[str, Any]:
+        """The verdict OK / DEGRADED / STALLED with its reasons (pgbus.health_verdict)."""
+        return self._value(
+            "SELECT pgbus.health_verdict(%s, %s)", (self._stalled_after(), self._stale_after())
+        )
+
+    def job_insights(self, period: str) -> dict[str, Any]:
+        return self._value("SELECT pgbus.job_insights(%s)", (period,))
+
+    # -- actions -------------------------------------------------------------------------
+
+    def act(self, action: str, actor: str, **args: Any) -> Outcome:
+        """Runs one operator action (a SQL function of ACTIONS) and returns its answer."""
+        sql, names = ACTIONS[action]
+        params = [_param(args.get(n)) for n in names]
+        with self._conn() as conn:
+            return conn.execute(sql, (*params, actor)).fetchone()["outcome"]
+
+
+def _param(v: Any) -> Any:
+    if isinstance(v, list | dict):
+        return Jsonb(v)
+    return v
+
+
+# action name -> (statement, argument names in order; the actor comes last)
+ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "queue_pause": ("SELECT pgbus.queue_pause(%s, %s, %s) AS outcome", ("queue", "reason")),
+    "queue_resume": ("SELECT pgbus.queue_resume(%s, %s) AS outcome", ("queue",)),
+    "queue_purge": ("SELECT pgbus.queue_purge(%s, %s) AS outcome", ("queue",)),
+    "queue_delete": ("SELECT pgbus.queue_delete(%s, %s) AS outcome", ("queue",)),
+    "message_retry": (
+        "SELECT pgbus.message_retry(%s, %s::bigint, %s) AS outcome",
+        ("queue", "msg_id"),
+    ),
+    "message_discard": (
+        "SELECT pgbus.message_discard(%s, %s::bigint, %s) AS outcome",
+        ("queue", "msg_id"),
+    ),
+    "messages_retry": ("SELECT pgbus.messages_retry(%s, %s) AS outcome", ("items",)),
+    "messages_discard": ("SELECT pgbus.messages_discard(%s, %s) AS outcome", ("items",)),
+    "jobs_discard_enqueued": (
+        "SELECT pgbus.jobs_discard_enqueued(%s, %s, %s) AS outcome",
+        ("queue", "limit"),
+    ),
+    "dead_letter_retry": (
+        "SELECT pgbus.dead_letter_retry(%s, %s::bigint, %s) AS outcome",
+        ("queue", "msg_id"),
+    ),
+    "dead_letters_retry": ("SELECT pgbus.dead_letters_retry(%s, %s) AS outcome", ("items",)),
+    "dead_letters_retry_all": (
+        "SELECT pgbus.dead_letters_retry_all(%s, %s) AS outcome",
+        ("limit",),
+    ),
+    "dead_letters_discard_all": (
+        "SELECT pgbus.dead_letters_discard_all(%s, %s) AS outcome",
+        ("limit",),
+    ),
+}
+
+
+def is_database_error(exc: BaseException) -> bool:
+    return isinstance(exc, psycopg.Error)

@@ -1,0 +1,363 @@
+"""Every page and action route of the dashboard (paths relative to where it is mounted)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pgbus.web.app import (
+    BadInput,
+    cursor_id,
+    decode_cursor,
+    encode_cursor,
+    item_param,
+    msg_id_param,
+    not_found,
+    queue_param,
+)
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pgbus.data import BULK_LIMIT, INSIGHT_PERIODS
+
+if TYPE_CHECKING:
+    from pgbus.web.app import Dashboard
+
+NAV = (
+    ("home", "Home"),
+    ("queues", "Queues"),
+    ("jobs", "Jobs"),
+    ("dead_letters", "Dead letters"),
+    ("batches", "Batches"),
+    ("processes", "Processes"),
+    ("insights", "Insights"),
+)
+
+
+def routes(d: Dashboard) -> list[Route]:
+    per_page = d.per_page
+
+    def page(request: Request, template: str, section: str, fragments=None, **ctx: Any):
+        return d.render(request, template, fragments, nav=NAV, section=section, **ctx)
+
+    # -- home ----------------------------------------------------------------------------
+
+    def home(request: Request) -> Response:
+        return page(
+            request,
+            "home.html",
+            "home",
+            {
+                "cards": "_home_cards.html",
+                "queues": "_queues_table.html",
+                "processes": "_processes_table.html",
+                "failures": "_failures_table.html",
+                "health": "_health.html",
+            },
+            summary=d.data.summary(),
+            queues=d.data.queues(),
+            processes=d.data.processes(),
+            failures=d.data.failed_jobs(page_size=5),
+            table_health=d.data.table_health()[:10],
+            verdict=d.data.health(),
+        )
+
+    # -- queues --------------------------------------------------------------------------
+
+    def queues(request: Request) -> Response:
+        return page(
+            request,
+            "queues.html",
+            "queues",
+            {"queues": "_queues_table.html"},
+            queues=d.data.queues(),
+        )
+
+    def queue(request: Request) -> Response:
+        name = queue_param(request.path_params["name"])
+        q = d.data.queue(name)
+        if q is None:
+            raise not_found("No such queue")
+        before = cursor_id(request.query_params.get("before"))
+        messages = d.data.queue_messages(name, before, per_page + 1)
+        more = len(messages) > per_page
+        messages = messages[:per_page]
+        return page(
+            request,
+            "queue.html",
+            "queues",
+            {"summary": "_queue_summary.html", "messages": "_queue_messages.html"},
+            queue=q,
+            messages=messages,
+            next_before=messages[-1]["msg_id"] if more else None,
+            before=before,
+        )
+
+    async def queue_action(request: Request) -> Response:
+        name = queue_param(request.path_params["name"])
+        action = request.path_params["action"]
+        actions = {
+            "pause": "queue_pause",
+            "resume": "queue_resume",
+            "purge": "queue_purge",
+            "delete": "queue_delete",
+        }
+        if action not in actions:
+            raise not_found("No such action")
+        back = request.url_for("queue", name=name).path
+        if action == "delete":
+            back = request.url_for("queues").path
+
+        def args(fields: dict[str, list[str]]) -> dict[str, Any]:
+            out: dict[str, Any] = {"queue": name}
+            if action == "pause":
+                reason = (fields.get("reason") or [""])[0].strip()
+                if len(reason) > 500:
+                    raise BadInput("The reason is longer than 500 characters")
+                out["reason"] = reason or None
+            return out
+
+        return await d.act(request, actions[action], back, args)
+
+    async def message_action(request: Request) -> Response:
+        name = queue_param(request.path_params["name"])
+        msg_id = msg_id_param(request.path_params["msg_id"])
+        action = {"retry": "message_retry", "discard": "message_discard"}.get(
+            request.path_params["action"]
+        )
+        if action is None:
+            raise not_found("No such action")
+        return await d.act(
+            request,
+            action,
+            request.url_for("queue", name=name).path,
+            {"queue": name, "msg_id": msg_id},
+        )
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def jobs(request: Request) -> Response:
+        only = queue_param(request.query_params.get("queue"), required=False)
+        if only is not None and only.endswith("_dlq"):
+            raise not_found("No such queue")
+        before = decode_cursor(request.query_params.get("before"))
+        failed_before = decode_cursor(request.query_params.get("failed_before"))
+        enqueued = d.data.messages(
+            dead_letters=False, queue=only, before=before, page_size=per_page + 1
+        )
+        failed = d.data.failed_jobs(queue=only, before=failed_before, page_size=per_page + 1)
+        return page(
+            request,
+            "jobs.html",
+            "jobs",
+            {"enqueued": "_jobs_enqueued.html", "failed": "_jobs_failed.html"},
+            only_queue=only,
+            queue_names=[q["queue_name"] for q in d.data.queues() if not q["is_dlq"]],
+            enqueued=enqueued[:per_page],
+            enqueued_next=encode_cursor(enqueued[per_page - 1], "enqueued_at")
+            if len(enqueued) > per_page
+            else None,
+            failed=failed[:per_page],
+            failed_next=encode_cursor(failed[per_page - 1], "failed_at")
+            if len(failed) > per_page
+            else None,
+        )
+
+    def job(request: Request) -> Response:
+        name = queue_param(request.path_params["queue"])
+        msg_id = msg_id_param(request.path_params["msg_id"])
+        m = d.data.message(name, msg_id)
+        if m is None:
+            raise not_found(
+                "No such message: it may have finished, been discarded or dead-lettered"
+            )
+        return page(request, "job.html", "jobs", None, job=m)
+
+    async def job_action(request: Request) -> Response:
+        name = queue_param(request.path_params["queue"])
+        msg_id = msg_id_param(request.path_params["msg_id"])
+        action = {"retry": "message_retry", "discard": "message_discard"}.get(
+            request.path_params["action"]
+        )
+        if action is None:
+            raise not_found("No such action")
+        return await d.act(
+            request, action, request.url_for("jobs").path, {"queue": name, "msg_id": msg_id}
+        )
+
+    async def jobs_bulk(request: Request) -> Response:
+        action = request.path_params["action"]
+        back = request.url_for("jobs").path
+        if action in ("retry-selected", "discard-selected"):
+            return await d.act(
+                request,
+                "messages_retry" if action == "retry-selected" else "messages_discard",
+                back,
+                selected_items,
+            )
+        if action == "discard-enqueued":
+
+            def args(fields: dict[str, list[str]]) -> dict[str, Any]:
+                only = queue_param((fields.get("queue") or [""])[0], required=False)
+                return {"queue": only, "limit": BULK_LIMIT}
+
+            return await d.act(request, "jobs_discard_enqueued", back, args)
+        raise not_found("No such action")
+
+    # -- dead letters --------------------------------------------------------------------
+
+    def dead_letters(request: Request) -> Response:
+        only = queue_param(request.query_params.get("queue"), required=False)
+        before = decode_cursor(request.query_params.get("before"))
+        rows = d.data.messages(dead_letters=True, queue=only, before=before, page_size=per_page + 1)
+        return page(
+            request,
+            "dead_letters.html",
+            "dead_letters",
+            {"messages": "_dead_letters_table.html"},
+            only_queue=only,
+            messages=rows[:per_page],
+            next_before=encode_cursor(rows[per_page - 1], "enqueued_at")
+            if len(rows) > per_page
+            else None,
+        )
+
+    def dead_letter(request: Request) -> Response:
+        name = queue_param(request.path_params["queue"])
+        if not name.endswith("_dlq"):
+            raise not_found("No such dead-letter queue")
+        msg_id = msg_id_param(request.path_params["msg_id"])
+        m = d.data.message(name, msg_id)
+        if m is None:
+            raise not_found("No such dead letter: it may have been retried or discarded")
+        return page(request, "dead_letter.html", "dead_letters", None, message=m)
+
+    async def dead_letter_action(request: Request) -> Response:
+        name = queue_param(request.path_params["queue"])
+        if not name.endswith("_dlq"):
+            raise not_found("No such dead-letter queue")
+        msg_id = msg_id_param(request.path_params["msg_id"])
+        action = {"retry": "dead_letter_retry", "discard": "message_discard"}.get(
+            request.path_params["action"]
+        )
+        if action is None:
+            raise not_found("No such action")
+        return await d.act(
+            request, action, request.url_for("dead_letters").path, {"queue": name, "msg_id": msg_id}
+        )
+
+    async def dead_letters_bulk(request: Request) -> Response:
+        action = request.path_params["action"]
+        back = request.url_for("dead_letters").path
+        if action == "retry-selected":
+            return await d.act(request, "dead_letters_retry", back, selected_items)
+        if action == "discard-selected":
+            return await d.act(request, "messages_discard", back, selected_dead_letters)
+        if action == "retry-all":
+            return await d.act(request, "dead_letters_retry_all", back, {"limit": BULK_LIMIT})
+        if action == "discard-all":
+            return await d.act(request, "dead_letters_discard_all", back, {"limit": BULK_LIMIT})
+        raise not_found("No such action")
+
+    # -- batches, processes, insights ----------------------------------------------------
+
+    def batches(request: Request) -> Response:
+        return page(
+            request,
+            "batches.html",
+            "batches",
+            {"batches": "_batches_table.html"},
+            batches=d.data.batches(100),
+        )
+
+    def batch(request: Request) -> Response:
+        batch_id = request.path_params["batch_id"]
+        import uuid
+
+        try:
+            uuid.UUID(batch_id)
+        except ValueError:
+            raise not_found("No such batch") from None
+        b = d.data.batch(batch_id)
+        if b is None:
+            raise not_found("No such batch")
+        return page(request, "batch.html", "batches", {"batch": "_batch_detail.html"}, batch=b)
+
+    def processes(request: Request) -> Response:
+        return page(
+            request,
+            "processes.html",
+            "processes",
+            {"processes": "_processes_table.html"},
+            processes=d.data.processes(),
+        )
+
+    def insights(request: Request) -> Response:
+        period = request.query_params.get("period") or "1h"
+        if period not in INSIGHT_PERIODS:
+            raise BadInput("Unknown period: use one of " + ", ".join(INSIGHT_PERIODS))
+        from pgbus.web.charts import job_charts
+
+        data = d.data.job_insights(period)
+        return page(
+            request,
+            "insights.html",
+            "insights",
+            {"insights": "_insights.html"},
+            charts=True,
+            period=period,
+            periods=INSIGHT_PERIODS,
+            insights=data,
+            chart=job_charts(data),
+        )
+
+    return [
+        Route("/", home, name="home"),
+        Route("/queues", queues, name="queues"),
+        Route("/queues/{name}", queue, name="queue"),
+        Route(
+            "/queues/{name}/messages/{msg_id}/{action}",
+            message_action,
+            methods=["POST"],
+            name="queue_message_action",
+        ),
+        Route("/queues/{name}/{action}", queue_action, methods=["POST"], name="queue_action"),
+        Route("/jobs", jobs, name="jobs"),
+        Route("/jobs/bulk/{action}", jobs_bulk, methods=["POST"], name="jobs_bulk"),
+        Route("/jobs/{queue}/{msg_id}", job, name="job"),
+        Route("/jobs/{queue}/{msg_id}/{action}", job_action, methods=["POST"], name="job_action"),
+        Route("/dead-letters", dead_letters, name="dead_letters"),
+        Route(
+            "/dead-letters/bulk/{action}",
+            dead_letters_bulk,
+            methods=["POST"],
+            name="dead_letters_bulk",
+        ),
+        Route("/dead-letters/{queue}/{msg_id}", dead_letter, name="dead_letter"),
+        Route(
+            "/dead-letters/{queue}/{msg_id}/{action}",
+            dead_letter_action,
+            methods=["POST"],
+            name="dead_letter_action",
+        ),
+        Route("/batches", batches, name="batches"),
+        Route("/batches/{batch_id}", batch, name="batch"),
+        Route("/processes", processes, name="processes"),
+        Route("/insights", insights, name="insights"),
+    ]
+
+
+def selected_items(fields: dict[str, list[str]]) -> dict[str, Any]:
+    raw = fields.get("item") or []
+    if not raw:
+        raise BadInput("Nothing selected")
+    if len(raw) > BULK_LIMIT:
+        raise BadInput(f"At most {BULK_LIMIT} at once")
+    return {"items": [item_param(v) for v in raw]}
+
+
+def selected_dead_letters(fields: dict[str, list[str]]) -> dict[str, Any]:
+    out = selected_items(fields)
+    if not all(i["queue"].endswith("_dlq") for i in out["items"]):
+        raise BadInput("Bad selection")
+    return out
