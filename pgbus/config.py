@@ -59,6 +59,16 @@ def _optional_int_at_least(low: int) -> Check:
     return check
 
 
+def _int_between(low: int, high: int) -> Check:
+    def check(name: str, value: Any) -> int:
+        value = _int_at_least(low)(name, value)
+        if value > high:
+            raise ConfigurationError(name, f"must be at most {high}, got {value}")
+        return value
+
+    return check
+
+
 def _fraction(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ConfigurationError(name, f"must be a number from 0 to 1, got {value!r}")
@@ -232,7 +242,7 @@ class Settings:
     # and which payload keys are shown as [FILTERED].
     web_auth: Callable[..., Any] | None = _setting(None, _optional_callable)
     web_refresh_interval: timedelta = _setting(timedelta(seconds=5), _positive_duration)
-    web_per_page: int = _setting(25, _int_at_least(1))
+    web_per_page: int = _setting(25, _int_between(1, 200))
     web_filter_parameters: tuple[str, ...] = _setting(
         (
             "password",

@@ -31,4 +31,17 @@ def diagnose(dsn: str) -> Diagnosis:
         problem = f"{len(st.pending)} pending migration(s): run `pgbus db migrate`"
     elif not st.code_current:
         problem = "SQL functions and views are out of date: run `pgbus db migrate`"
+    else:
+        # The same verdict as the dashboard's /readyz and the MCP health tool.
+        from pgbus.data import DataSource
+
+        source = DataSource(dsn, max_connections=1)
+        try:
+            verdict = source.health()
+        finally:
+            source.close()
+        lines.append(f"Health: {verdict['status']}")
+        lines.extend(f"  - {reason}" for reason in verdict["reasons"])
+        if verdict["status"] == "STALLED":
+            problem = "work is stalled: " + "; ".join(verdict["reasons"])
     return Diagnosis(lines, problem)

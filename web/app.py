@@ -51,6 +51,7 @@ MAX_BIGINT = 2**63 - 1
 MAX_BODY = 256 * 1024  # a form bigger than this is refused before it is read
 MAX_FIELD = 4096
 MAX_SELECTED = BULK_LIMIT
+CSRF_REFUSAL = "Forbidden: the form's CSRF token is missing or wrong; reload the page"
 
 
 class BadInput(HTTPException):
@@ -221,7 +222,7 @@ class Dashboard:
             raise BadInput("Form too large", 413)
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype not in ("application/x-www-form-urlencoded", "multipart/form-data"):
-            raise BadInput("Expected a form")
+            raise BadInput(CSRF_REFUSAL, 403)  # no form, so no token
         try:
             form = await request.form(max_files=0, max_fields=MAX_SELECTED + 10)
         except Exception:  # malformed multipart or too many fields: nothing was done
@@ -233,9 +234,7 @@ class Dashboard:
             fields.setdefault(k, []).append(v)
         token = (fields.get(CSRF_FIELD) or [None])[0]
         if not self.signer.csrf_ok(request, token):
-            raise BadInput(
-                "Forbidden: the form's CSRF token is missing or wrong; reload the page", 403
-            )
+            raise BadInput(CSRF_REFUSAL, 403)
         return fields
 
     def back(self, request: Request, fields: dict[str, list[str]], default: str) -> str:

@@ -44,6 +44,11 @@ def test_numbers_become_durations():
         ("workers", [{"queues": "default"}], "list of queue names"),
         ("workers", [{"queues": ["a"], "threads": 0}], "at least 1"),
         ("workers", [{"queue": ["a"]}], "keys 'queues' and 'threads'"),
+        ("web_auth", "alice", "callable taking the request"),
+        ("web_per_page", 0, "at least 1"),
+        ("web_per_page", 500, "at most 200"),
+        ("web_refresh_interval", 0, "longer than zero"),
+        ("web_filter_parameters", ["password", ""], "non-empty strings"),
     ],
 )
 def test_bad_values_are_named_and_change_nothing(name, value, words):

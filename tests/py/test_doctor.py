@@ -39,7 +39,29 @@ def test_doctor_on_a_ready_database(db_url):
     assert r.returncode == 0, r.stderr
     assert "PostgreSQL: " in r.stdout
     assert "PGMQ: sql (1.13.0)" in r.stdout
+    assert "Health: OK" in r.stdout
     assert r.stdout.strip().endswith("pgbus doctor: ready")
+
+
+def test_doctor_shares_the_dashboards_health_verdict(db_url):
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as c:
+        c.execute("SELECT pgbus.enqueue('pgbus_default', 'Mail', ARRAY['{}'::jsonb])")
+        r = run_pgbus("doctor", env={"PGBUS_DATABASE_URL": db_url})
+        assert r.returncode == 0, r.stderr
+        assert "Health: DEGRADED" in r.stdout
+        assert "  - work in queues no worker drains: pgbus_default" in r.stdout
+        # A live worker that never claims a message visible for minutes: STALLED, exit 1.
+        c.execute(
+            "INSERT INTO pgbus.processes (kind, hostname, pid, metadata)"
+            " VALUES ('worker', 'h', 1, '{\"queues\": [\"pgbus_default\"]}')"
+        )
+        c.execute("UPDATE pgmq.q_pgbus_default SET vt = now() - interval '5 minutes'")
+        r = run_pgbus("doctor", env={"PGBUS_DATABASE_URL": db_url})
+        assert r.returncode == 1
+        assert "Health: STALLED" in r.stdout
+        assert r.stderr.startswith("pgbus doctor: work is stalled: visible messages nobody claims")
 
 
 def test_missing_database_url_is_one_line(monkeypatch):

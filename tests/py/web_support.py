@@ -21,14 +21,14 @@ def client(db_url: str, **kwargs: Any) -> TestClient:
     return TestClient(app, raise_server_exceptions=False, follow_redirects=False)
 
 
-def csrf(c: TestClient, page: str = "/") -> str:
+def csrf(c: TestClient, page: str = "/jobs") -> str:
     html = c.get(page).text
     m = re.search(r'name="csrf_token" value="([0-9a-f]{64})"', html)
     assert m, "the page carries no CSRF token"
     return m.group(1)
 
 
-def post(c: TestClient, path: str, data: dict[str, Any] | None = None, page: str = "/") -> Any:
+def post(c: TestClient, path: str, data: dict[str, Any] | None = None, page: str = "/jobs") -> Any:
     return c.post(path, data={"csrf_token": csrf(c, page), **(data or {})})
 
 
