@@ -23,6 +23,9 @@ from pgbus.config import Settings, settings
 
 # Bulk actions touch at most this many messages per call (per press of a button).
 BULK_LIMIT = 1000
+# Pages count a queue's messages only up to this many; a bigger queue shows an estimate
+# (pgbus.queue_stats' count_limit), so a page costs the same with a million messages.
+PAGE_COUNT_LIMIT = 1000
 # The periods the job insights offer, each with its bucket width.
 INSIGHT_PERIODS = ("1h", "24h", "7d", "30d")
 
@@ -132,16 +135,22 @@ class DataSource:
     def ping(self) -> bool:
         return self._value("SELECT true") is True
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, count_limit: int | None = PAGE_COUNT_LIMIT) -> dict[str, Any]:
         return self._value(
-            "SELECT pgbus.dashboard_summary(%s, %s)", (self._stalled_after(), self._stale_after())
+            "SELECT pgbus.dashboard_summary(%s, %s, %s)",
+            (self._stalled_after(), self._stale_after(), count_limit),
         )
 
-    def queues(self) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM pgbus.queue_stats(NULL, %s)", (self._stale_after(),))
+    def queues(self, count_limit: int | None = PAGE_COUNT_LIMIT) -> list[dict[str, Any]]:
+        """Every queue's figures; count_limit=None counts every message (slower)."""
+        return self._rows(
+            "SELECT * FROM pgbus.queue_stats(NULL, %s, %s)", (self._stale_after(), count_limit)
+        )
 
-    def queue(self, name: str) -> dict[str, Any] | None:
-        return self._one("SELECT * FROM pgbus.queue_stats(%s, %s)", (name, self._stale_after()))
+    def queue(self, name: str, count_limit: int | None = PAGE_COUNT_LIMIT) -> dict[str, Any] | None:
+        return self._one(
+            "SELECT * FROM pgbus.queue_stats(%s, %s, %s)", (name, self._stale_after(), count_limit)
+        )
 
     def queue_messages(
         self, name: str, before_id: int | None = None, page_size: int = 25
@@ -212,7 +221,8 @@ class DataSource:
     def health(self) -> dict[str, Any]:
         """The verdict OK / DEGRADED / STALLED with its reasons (pgbus.health_verdict)."""
         return self._value(
-            "SELECT pgbus.health_verdict(%s, %s)", (self._stalled_after(), self._stale_after())
+            "SELECT pgbus.health_verdict(%s, %s, count_limit => %s)",
+            (self._stalled_after(), self._stale_after(), PAGE_COUNT_LIMIT),
         )
 
     def job_insights(self, period: str) -> dict[str, Any]:

@@ -41,7 +41,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pgbus.config import settings
-from pgbus.data import BULK_LIMIT, DEFAULT_FILTER, INSIGHT_PERIODS, DataSource, filter_secrets
+from pgbus.data import (
+    BULK_LIMIT,
+    DEFAULT_FILTER,
+    INSIGHT_PERIODS,
+    PAGE_COUNT_LIMIT,
+    DataSource,
+    filter_secrets,
+)
 
 log = logging.getLogger("pgbus.web")
 
@@ -150,6 +157,7 @@ class Dashboard:
             filtered=lambda v: filter_secrets(v, self.filter_names),
             number=lambda v: "—" if v is None else f"{v:,}",
             tojson_attr=lambda v: json.dumps(v, separators=(",", ":"), default=str),
+            count=count_text,
         )
 
     # -- rendering -----------------------------------------------------------------------
@@ -278,6 +286,56 @@ class Dashboard:
 
         outcome = await run_in_threadpool(self.data.act, action, operator, **kwargs)
         return self.done(request, self.back(request, fields, default_back), outcome)
+
+
+class Lazy:
+    """A page's data, read on first use: a fragment request reads only what its region shows."""
+
+    __slots__ = ("_fn", "_value")
+    _unset = object()
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn = fn
+        self._value = Lazy._unset
+
+    def get(self) -> Any:
+        if self._value is Lazy._unset:
+            self._value = self._fn()
+        return self._value
+
+    def __getattr__(self, name: str) -> Any:
+        value = self.get()
+        try:
+            return getattr(value, name)
+        except AttributeError:
+            try:
+                return value[name]
+            except (KeyError, TypeError, IndexError):
+                raise AttributeError(name) from None
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get()[key]
+
+    def __iter__(self) -> Any:
+        return iter(self.get())
+
+    def __len__(self) -> int:
+        return len(self.get())
+
+    def __bool__(self) -> bool:
+        return bool(self.get())
+
+
+def count_text(value: int | None, capped: bool = False, estimate: bool = False) -> str:
+    """A count from pgbus.queue_stats: "≈ 600,000" for an estimated depth, "1,000+" for a
+    count that stopped at the page's limit."""
+    if value is None:
+        return "—"
+    if capped and estimate:
+        return f"≈ {value:,}"
+    if capped and value > PAGE_COUNT_LIMIT:
+        return f"{PAGE_COUNT_LIMIT:,}+"
+    return f"{value:,}"
 
 
 def human_age(seconds: float | None) -> str:

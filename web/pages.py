@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgbus.web.app import (
     BadInput,
+    Lazy,
     cursor_id,
     decode_cursor,
     encode_cursor,
@@ -40,6 +41,12 @@ def routes(d: Dashboard) -> list[Route]:
     def page(request: Request, template: str, section: str, fragments=None, **ctx: Any):
         return d.render(request, template, fragments, nav=NAV, section=section, **ctx)
 
+    def keyset_page(rows: list[dict[str, Any]], at: str) -> dict[str, Any]:
+        """One page of rows (fetched one over the page size) and the next page's cursor."""
+        more = len(rows) > per_page
+        rows = rows[:per_page]
+        return {"rows": rows, "next": encode_cursor(rows[-1], at) if more else None}
+
     # -- home ----------------------------------------------------------------------------
 
     def home(request: Request) -> Response:
@@ -54,12 +61,12 @@ def routes(d: Dashboard) -> list[Route]:
                 "failures": "_failures_table.html",
                 "health": "_health.html",
             },
-            summary=d.data.summary(),
-            queues=d.data.queues(),
-            processes=d.data.processes(),
-            failures=d.data.failed_jobs(page_size=5),
-            table_health=d.data.table_health()[:10],
-            verdict=d.data.health(),
+            summary=Lazy(d.data.summary),
+            queues=Lazy(d.data.queues),
+            processes=Lazy(d.data.processes),
+            failures=Lazy(lambda: d.data.failed_jobs(page_size=5)),
+            table_health=Lazy(lambda: d.data.table_health()[:10]),
+            verdict=Lazy(d.data.health),
         )
 
     # -- queues --------------------------------------------------------------------------
@@ -70,7 +77,7 @@ def routes(d: Dashboard) -> list[Route]:
             "queues.html",
             "queues",
             {"queues": "_queues_table.html"},
-            queues=d.data.queues(),
+            queues=Lazy(d.data.queues),
         )
 
     def queue(request: Request) -> Response:
@@ -79,17 +86,20 @@ def routes(d: Dashboard) -> list[Route]:
         if q is None:
             raise not_found("No such queue")
         before = cursor_id(request.query_params.get("before"))
-        messages = d.data.queue_messages(name, before, per_page + 1)
-        more = len(messages) > per_page
-        messages = messages[:per_page]
+
+        def messages() -> dict[str, Any]:
+            rows = d.data.queue_messages(name, before, per_page + 1)
+            more = len(rows) > per_page
+            rows = rows[:per_page]
+            return {"rows": rows, "next": rows[-1]["msg_id"] if more else None}
+
         return page(
             request,
             "queue.html",
             "queues",
             {"summary": "_queue_summary.html", "messages": "_queue_messages.html"},
             queue=q,
-            messages=messages,
-            next_before=messages[-1]["msg_id"] if more else None,
+            messages=Lazy(messages),
             before=before,
         )
 
@@ -142,25 +152,26 @@ def routes(d: Dashboard) -> list[Route]:
             raise not_found("No such queue")
         before = decode_cursor(request.query_params.get("before"))
         failed_before = decode_cursor(request.query_params.get("failed_before"))
-        enqueued = d.data.messages(
-            dead_letters=False, queue=only, before=before, page_size=per_page + 1
-        )
-        failed = d.data.failed_jobs(queue=only, before=failed_before, page_size=per_page + 1)
+
+        def enqueued() -> dict[str, Any]:
+            rows = d.data.messages(
+                dead_letters=False, queue=only, before=before, page_size=per_page + 1
+            )
+            return keyset_page(rows, "enqueued_at")
+
+        def failed() -> dict[str, Any]:
+            rows = d.data.failed_jobs(queue=only, before=failed_before, page_size=per_page + 1)
+            return keyset_page(rows, "failed_at")
+
         return page(
             request,
             "jobs.html",
             "jobs",
             {"enqueued": "_jobs_enqueued.html", "failed": "_jobs_failed.html"},
             only_queue=only,
-            queue_names=[q["queue_name"] for q in d.data.queues() if not q["is_dlq"]],
-            enqueued=enqueued[:per_page],
-            enqueued_next=encode_cursor(enqueued[per_page - 1], "enqueued_at")
-            if len(enqueued) > per_page
-            else None,
-            failed=failed[:per_page],
-            failed_next=encode_cursor(failed[per_page - 1], "failed_at")
-            if len(failed) > per_page
-            else None,
+            queue_names=Lazy(lambda: [q["queue_name"] for q in d.data.queues() if not q["is_dlq"]]),
+            enqueued=Lazy(enqueued),
+            failed=Lazy(failed),
         )
 
     def job(request: Request) -> Response:
@@ -209,17 +220,20 @@ def routes(d: Dashboard) -> list[Route]:
     def dead_letters(request: Request) -> Response:
         only = queue_param(request.query_params.get("queue"), required=False)
         before = decode_cursor(request.query_params.get("before"))
-        rows = d.data.messages(dead_letters=True, queue=only, before=before, page_size=per_page + 1)
+
+        def messages() -> dict[str, Any]:
+            rows = d.data.messages(
+                dead_letters=True, queue=only, before=before, page_size=per_page + 1
+            )
+            return keyset_page(rows, "enqueued_at")
+
         return page(
             request,
             "dead_letters.html",
             "dead_letters",
             {"messages": "_dead_letters_table.html"},
             only_queue=only,
-            messages=rows[:per_page],
-            next_before=encode_cursor(rows[per_page - 1], "enqueued_at")
-            if len(rows) > per_page
-            else None,
+            messages=Lazy(messages),
         )
 
     def dead_letter(request: Request) -> Response:
@@ -267,7 +281,7 @@ def routes(d: Dashboard) -> list[Route]:
             "batches.html",
             "batches",
             {"batches": "_batches_table.html"},
-            batches=d.data.batches(100),
+            batches=Lazy(lambda: d.data.batches(100)),
         )
 
     def batch(request: Request) -> Response:
@@ -289,7 +303,7 @@ def routes(d: Dashboard) -> list[Route]:
             "processes.html",
             "processes",
             {"processes": "_processes_table.html"},
-            processes=d.data.processes(),
+            processes=Lazy(d.data.processes),
         )
 
     def insights(request: Request) -> Response:

@@ -50,24 +50,35 @@ LANGUAGE sql STABLE AS $$
         END)
 $$;
 
+-- (Its earlier signature, without count_limit.)
+DROP FUNCTION IF EXISTS pgbus.queue_stats(text, interval);
+
 -- One row per PGMQ queue (or only `only_queue`): depth, visible, scheduled (not yet due),
--- invisible (being run, or waiting out a retry backoff), the oldest message's age and the
--- oldest claimable one's (how long a visible message has waited), total ever sent, paused,
--- and whether a live worker reads it.
+-- invisible (being run, or waiting out a retry backoff), never-read visible messages, the
+-- oldest message's age and the oldest claimable one's (how long a visible message has
+-- waited), total ever sent, paused, and whether a live worker reads it.
+--
+-- Counting a queue reads all of it. With `count_limit` (the pages use 1,000) a queue holding
+-- more messages than that is not counted: its depth is PostgreSQL's estimate
+-- (pg_class.reltuples), the other counts stop at count_limit + 1 (read through the vt index),
+-- max_read_ct is NULL, and counts_capped says so. Ages come from the indexes either way.
+-- Without count_limit every count is exact.
 CREATE OR REPLACE FUNCTION pgbus.queue_stats(
-    only_queue text DEFAULT NULL, alive_within interval DEFAULT interval '5 minutes'
+    only_queue text DEFAULT NULL, alive_within interval DEFAULT interval '5 minutes',
+    count_limit integer DEFAULT NULL
 ) RETURNS TABLE (
     queue_name text, is_dlq boolean, depth bigint, visible bigint, scheduled bigint,
     invisible bigint, visible_unread bigint, oldest_age_seconds float8,
     oldest_claimable_age_seconds float8, max_read_ct integer, total_messages bigint,
-    paused boolean, paused_reason text, paused_by text, paused_at timestamptz,
-    drained boolean, created_at timestamptz
+    counts_capped boolean, paused boolean, paused_reason text, paused_by text,
+    paused_at timestamptz, drained boolean, created_at timestamptz
 )
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     m record;
     tbl text;
     drainers text[] := pgbus.drained_queues(alive_within);
+    lim integer := CASE WHEN count_limit IS NULL THEN NULL ELSE greatest(count_limit, 1) + 1 END;
 BEGIN
     FOR m IN SELECT x.queue_name AS name, x.created_at AS made FROM pgmq.meta x
              WHERE only_queue IS NULL OR x.queue_name = only_queue ORDER BY x.queue_name
@@ -76,16 +87,39 @@ BEGIN
         queue_name := m.name;
         created_at := m.made;
         is_dlq := m.name LIKE '%\_dlq';
-        EXECUTE format(
-            'SELECT count(*), count(*) FILTER (WHERE vt <= now()),'
-            ' count(*) FILTER (WHERE vt > now() AND read_ct = 0),'
-            ' count(*) FILTER (WHERE vt > now() AND read_ct > 0),'
-            ' count(*) FILTER (WHERE vt <= now() AND read_ct = 0),'
-            ' extract(epoch FROM now() - min(enqueued_at))::float8,'
-            ' extract(epoch FROM now() - min(vt) FILTER (WHERE vt <= now()))::float8,'
-            ' coalesce(max(read_ct), 0) FROM pgmq.%I', tbl)
-            INTO depth, visible, scheduled, invisible, visible_unread, oldest_age_seconds,
-                 oldest_claimable_age_seconds, max_read_ct;
+        counts_capped := false;
+        IF lim IS NOT NULL THEN
+            EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM pgmq.%I LIMIT $1) x', tbl)
+                INTO depth USING lim;
+            counts_capped := depth >= lim;
+        END IF;
+        IF NOT counts_capped THEN
+            EXECUTE format(
+                'SELECT count(*), count(*) FILTER (WHERE vt <= now()),'
+                ' count(*) FILTER (WHERE vt > now() AND read_ct = 0),'
+                ' count(*) FILTER (WHERE vt > now() AND read_ct > 0),'
+                ' count(*) FILTER (WHERE vt <= now() AND read_ct = 0),'
+                ' extract(epoch FROM now() - min(enqueued_at))::float8,'
+                ' extract(epoch FROM now() - min(vt) FILTER (WHERE vt <= now()))::float8,'
+                ' coalesce(max(read_ct), 0) FROM pgmq.%I', tbl)
+                INTO depth, visible, scheduled, invisible, visible_unread, oldest_age_seconds,
+                     oldest_claimable_age_seconds, max_read_ct;
+        ELSE
+            SELECT greatest(c.reltuples::bigint, lim) INTO depth
+                FROM pg_class c WHERE c.oid = format('pgmq.%I', tbl)::regclass;
+            EXECUTE format(
+                'SELECT (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt <= now() LIMIT $1) x),'
+                ' (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt > now() AND read_ct = 0 LIMIT $1) x),'
+                ' (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt > now() AND read_ct > 0 LIMIT $1) x),'
+                ' (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt <= now() AND read_ct = 0 LIMIT $1) x),'
+                ' extract(epoch FROM now() - (SELECT enqueued_at FROM pgmq.%1$I ORDER BY msg_id LIMIT 1))::float8,'
+                ' extract(epoch FROM now() - (SELECT vt FROM pgmq.%1$I WHERE vt <= now() ORDER BY vt LIMIT 1))::float8',
+                tbl)
+                INTO visible, scheduled, invisible, visible_unread, oldest_age_seconds,
+                     oldest_claimable_age_seconds
+                USING lim;
+            max_read_ct := NULL;
+        END IF;
         EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM pgmq.%I',
                        tbl || '_msg_id_seq')
             INTO total_messages;
@@ -264,15 +298,19 @@ LANGUAGE sql STABLE AS $$
     ORDER BY p.kind, p.hostname, p.pid
 $$;
 
--- The home page's cards in one answer.
+-- (Its earlier signature, without count_limit.)
+DROP FUNCTION IF EXISTS pgbus.dashboard_summary(interval, interval);
+
+-- The home page's cards in one answer (count_limit as in queue_stats).
 CREATE OR REPLACE FUNCTION pgbus.dashboard_summary(
     stalled_after interval DEFAULT interval '30 seconds',
-    stale_after interval DEFAULT interval '5 minutes'
+    stale_after interval DEFAULT interval '5 minutes',
+    count_limit integer DEFAULT NULL
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     -- (PL/pgSQL: it reads a view, which is created after the functions.)
-    RETURN (WITH q AS (SELECT * FROM pgbus.queue_stats(NULL, stale_after)),
+    RETURN (WITH q AS (SELECT * FROM pgbus.queue_stats(NULL, stale_after, count_limit)),
          p AS (SELECT * FROM pgbus.process_status(stalled_after, stale_after))
     SELECT jsonb_build_object(
         'queues', (SELECT count(*) FROM q WHERE NOT q.is_dlq),
@@ -283,6 +321,7 @@ BEGIN
         'stale_processes', (SELECT count(*) FROM p WHERE p.status <> 'healthy'),
         'failed', (SELECT count(*) FROM pgbus.job_failures),
         'dead_letters', (SELECT coalesce(sum(q.depth), 0) FROM q WHERE q.is_dlq),
+        'estimated', (SELECT coalesce(bool_or(q.counts_capped), false) FROM q),
         'throughput_per_minute', (SELECT round(count(*) / 5.0, 1) FROM pgbus.job_stats s
                                   WHERE s.created_at > now() - interval '5 minutes'),
         'oldest_transaction_age_seconds', (SELECT o.age_seconds FROM pgbus.oldest_transaction o)));

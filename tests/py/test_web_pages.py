@@ -170,3 +170,30 @@ def test_queue_messages_page_by_keyset(db_url, conn):
     second = c.get(nxt.replace("&amp;", "&")).text
     shown2 = [int(x) for x in re.findall(r'/jobs/pgbus_default/(\d+)"', second)]
     assert shown2 == sorted(ids, reverse=True)[25:50]
+
+
+def test_a_big_queue_is_shown_with_capped_counts_and_metrics_stay_exact(db_url, conn):
+    conn.execute("SELECT pgbus.enqueue('pgbus_big', 'Mail', array_fill('{}'::jsonb, ARRAY[1100]))")
+    c = client(db_url)
+    page = c.get("/queues").text
+    row = re.search(r"pgbus_big</a></th>(.*?)</tr>", page, re.S).group(1)
+    assert "≈ 1," in row and "1,000+" in row
+    metrics = c.get("/api/metrics").text
+    assert 'pgbus_queue_depth{queue="pgbus_big"} 1100.0' in metrics
+
+
+def test_a_fragment_reads_only_its_region(db_url, conn, monkeypatch):
+    from pgbus.data import DataSource
+
+    calls = []
+    for name in ("summary", "queues", "processes", "failed_jobs", "table_health", "health"):
+        original = getattr(DataSource, name)
+
+        def spy(self, *a, _name=name, _original=original, **k):
+            calls.append(_name)
+            return _original(self, *a, **k)
+
+        monkeypatch.setattr(DataSource, name, spy)
+    c = client(db_url)
+    assert c.get("/?fragment=processes").status_code == 200
+    assert calls == ["processes"]

@@ -89,6 +89,14 @@ SELECT is((SELECT (depth, visible, scheduled, invisible, visible_unread, paused,
           'queue_stats: depth, visible, scheduled, invisible, unread, paused, drained, is_dlq');
 SELECT ok((SELECT total_messages >= 3 FROM pgbus.queue_stats('dash_q')), 'queue_stats: total ever sent');
 SELECT is((SELECT count(*) FROM pgbus.queue_stats('no_such_queue')), 0::bigint, 'queue_stats: an unknown queue has no row');
+SELECT is((SELECT (depth, visible, scheduled, counts_capped)::text FROM pgbus.queue_stats('dash_q', count_limit => 3)),
+          '(3,2,1,f)', 'queue_stats: a queue within count_limit is counted exactly');
+SELECT is((SELECT (depth, visible, scheduled, invisible, max_read_ct, counts_capped)::text
+           FROM pgbus.queue_stats('dash_q', count_limit => 1)),
+          '(2,2,1,0,,t)', 'queue_stats: above count_limit the counts stop at count_limit + 1 and say so');
+SELECT ok((SELECT oldest_age_seconds IS NOT NULL AND oldest_claimable_age_seconds IS NOT NULL
+           FROM pgbus.queue_stats('dash_q', count_limit => 1)), 'queue_stats: ages come from the indexes when capped');
+SELECT is((pgbus.dashboard_summary(count_limit => 1) ->> 'estimated'), 'true', 'dashboard_summary says when counts are estimates');
 
 INSERT INTO pgbus.processes (kind, hostname, pid, metadata) VALUES ('worker', 'h1', 1, '{"queues": ["dash_q"], "jobs_processed": 60}');
 SELECT is(pgbus.drained_queues(), ARRAY['dash_q'], 'drained_queues: the queues a live worker reads');
