@@ -3,4 +3,4 @@
 from pgbus.migrate import schema_step
 
 steps = [schema_step("0009_dashboard.sql")]
-__depends__ = {"0005_waiting_steps"}  # independent of 0010_scheduler: applied in number order
+__depends__ = {"0008_sql_api"}
