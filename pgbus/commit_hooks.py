@@ -1,15 +1,17 @@
 """Run code after a transaction commits, and never after a rollback.
 
 Instrumentation and error reports of a workflow transition must go out only once the
-transition is durable. Three cases:
+transition is durable, exactly once, and never for one that rolled back, whatever savepoints
+lie between:
 
-- the transition ran in a running job's transaction: the worker runs the hooks once that
-  transaction committed (`JobTransaction.on_commit`);
-- it ran on an autocommit connection outside a transaction: it has committed already, so the
-  hook runs at once;
-- it ran inside the caller's own open transaction: the hook waits for a NOTIFY that the
-  transaction sends to its own session, which PostgreSQL delivers only when (and if) it
-  commits. A rollback drops the notification, and with it the hook.
+- on a connection outside any transaction (autocommit), the transition has committed already:
+  the hook runs at once;
+- inside a transaction (the caller's own, or a running job's, at any savepoint depth), the hook
+  waits for a NOTIFY sent at the same depth as the transition. PostgreSQL delivers it to the
+  session only when the whole transaction commits, and drops it with any savepoint or
+  transaction that rolls back, so the hook runs exactly when its transition became durable.
+  The LISTEN goes with every NOTIFY, at the same depth: a LISTEN rolled back with an earlier
+  transaction or savepoint leaves no connection deaf.
 """
 
 from __future__ import annotations
@@ -29,19 +31,16 @@ Hook = Callable[[], None]
 
 _tokens = itertools.count(1)
 _lock = threading.Lock()
-# Per connection: the hooks waiting for their transaction's commit, by token.
-_pending: weakref.WeakKeyDictionary[psycopg.Connection, dict[str, list[Hook]]] = (
+# Per connection: the hooks waiting for their transaction's commit, by token (increasing).
+_pending: weakref.WeakKeyDictionary[psycopg.Connection, dict[int, Hook]] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def after_commit(conn: psycopg.Connection, hook: Hook) -> None:
-    from pgbus.jobs import current_transaction
-
-    running = current_transaction.get()
-    if running is not None and running.begun and running.connection() is conn:
-        running.on_commit(hook)
-    elif conn.info.transaction_status == TransactionStatus.IDLE:
+    """Runs `hook` once the transition just made on `conn` has committed; never if it (or a
+    savepoint around it) rolls back."""
+    if conn.info.transaction_status == TransactionStatus.IDLE:
         run_hooks([hook])
     else:
         _defer(conn, hook)
@@ -65,17 +64,26 @@ def _defer(conn: psycopg.Connection, hook: Hook) -> None:
         first = waiting is None
         if first:
             waiting = _pending[conn] = {}
-        token = str(next(_tokens))
-        waiting[token] = [hook]
+        token = next(_tokens)
+        waiting[token] = hook
     if first:
         conn.add_notify_handler(lambda n: _delivered(conn, n))
-        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(_channel(conn))))
-    conn.execute("SELECT pg_notify(%s, %s)", (_channel(conn), token))
+    channel = sql.Identifier(_channel(conn))
+    conn.execute(
+        sql.SQL("LISTEN {}; NOTIFY {}, {}").format(channel, channel, sql.Literal(str(token)))
+    )
 
 
 def _delivered(conn: psycopg.Connection, notify: psycopg.Notify) -> None:
     if notify.channel != _channel(conn):
         return
+    token = int(notify.payload)
     with _lock:
-        hooks = _pending.get(conn, {}).pop(notify.payload, [])
-    run_hooks(hooks)
+        waiting = _pending.get(conn, {})
+        hook = waiting.pop(token, None)
+        # Notifications arrive in the order they were sent: a token older than this one that
+        # is still waiting belonged to a savepoint or transaction that rolled back.
+        for stale in [t for t in waiting if t < token]:
+            del waiting[stale]
+    if hook is not None:
+        run_hooks([hook])

@@ -302,3 +302,18 @@ class FanOutOnly(pgbus.Workflow):
     def members(self, b):
         for i in range(self.arguments.get("members", 2)):
             b.add(Record, f"{self.workflow_id}:{i}")
+
+
+class Meddler(pgbus.Workflow):
+    """Acts on another run (`target`, a ThreeSteps run) with `verb`, then raises when `fail`:
+    its action on the other run rolls back with the step's savepoint."""
+
+    @step
+    def meddle(self):
+        other = pgbus.workflow.WorkflowRun(self.arguments["target"], ThreeSteps.workflow_name)
+        if self.arguments["verb"] == "signal":
+            other.signal("poke")
+        else:
+            getattr(other, self.arguments["verb"])(actor="meddler")
+        if self.arguments["fail"]:
+            raise RuntimeError("meddled, then failed")
