@@ -9,6 +9,7 @@ from pgbus.errors import (
     RetriesExhausted,
     SchemaNotReady,
     StepStalled,
+    SweepRepairFailed,
 )
 from pgbus.instrumentation import subscribe
 from pgbus.jobs import Job, JobOptions, UnknownJobClass, current_job, job
@@ -32,6 +33,7 @@ __all__ = [
     "Settings",
     "SignalMatcher",
     "StepStalled",
+    "SweepRepairFailed",
     "UnknownJobClass",
     "Workflow",
     "batch",

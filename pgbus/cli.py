@@ -68,7 +68,23 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _boot(args)
     s = settings()
     queues = [q for q in args.queues.split(",") if q.strip()] or [s.default_queue, s.workflow_queue]
-    return Worker(queues, threads=args.threads).run()
+    code = Worker(queues, threads=args.threads).run()
+    if code == 2:
+        # Jobs still ran after the drain timeout; their threads cannot be stopped, and the
+        # interpreter would wait for them at exit. Their messages come back after the
+        # visibility timeout.
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    import logging
+    import os
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def cmd_dispatcher(args: argparse.Namespace) -> int:

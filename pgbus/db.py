@@ -1,34 +1,143 @@
-"""Connections: one-off ones for commands, a shared pool for processes."""
+"""Connections: one-off ones for commands, a shared pool for processes, and what a process
+does while the database is unreachable.
+
+During an outage every part of a process (the worker's reads, its heartbeats, the pool) tries
+again at most RECONNECT_DELAY apart, so work resumes within a couple of seconds of the server's
+return however long it was gone; the outage is logged once when it starts and once when it
+ends (`Reachability`), not as a traceback per failed attempt.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
-from contextlib import AbstractContextManager, nullcontext
+import time
+from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.pq import TransactionStatus
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from pgbus.config import settings
 from pgbus.errors import DatabaseUnreachable
 
+log = logging.getLogger("pgbus")
+
 _pool: ConnectionPool | None = None
 _pool_lock = threading.Lock()
 
+# The longest wait between two attempts to reach the database during an outage.
+RECONNECT_DELAY = 0.5
+# How long a connection attempt may take (an unreachable host, not a refused port).
+CONNECT_TIMEOUT = 5
+# How long shutdown and heartbeat paths wait for a pooled connection: they must not hang
+# while the database is gone.
+SHORT_WAIT = 2.0
+
+
+class _CappedBackoff(AttemptWithBackoff):
+    """The pool's reconnection attempts, at most RECONNECT_DELAY apart (psycopg_pool doubles
+    the delay without bound: after a long outage it would wait tens of seconds more)."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_DELAY)
+
+
+class _Pool(ConnectionPool):
+    def _add_connection(self, attempt: Any, growing: bool = False) -> None:
+        if attempt is None:
+            attempt = _CappedBackoff(timeout=self.reconnect_timeout)
+        super()._add_connection(attempt, growing=growing)
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """A failure to reach or keep the database (server down or restarting, database dropped,
+    connection lost, no pooled connection in time), as opposed to an error of a statement."""
+    if isinstance(exc, PoolTimeout | DatabaseUnreachable):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate or ""
+    # 08: connection exceptions; 57P01-03: admin/crash shutdown, cannot connect now;
+    # 3D000: the database does not exist (dropped).
+    return state == "" or state.startswith("08") or state.startswith("57P") or state == "3D000"
+
+
+class Reachability:
+    """Whether this process can reach the database. The first failure of an outage is logged
+    (one line, its cause) and reported; its end is logged with its length; failures in between
+    are silent."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.down_since: float | None = None
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def failed(self, exc: BaseException, what: str) -> None:
+        with self._lock:
+            if self.down_since is not None:
+                return
+            self.down_since = time.monotonic()
+        log.warning(
+            "database unreachable (%s): %s; trying again every %.1fs",
+            what,
+            first_line(exc),
+            RECONNECT_DELAY,
+        )
+        from pgbus.reporting import call_reporters
+
+        call_reporters(exc, {"action": what, "database": "unreachable"})
+
+    def ok(self) -> None:
+        if self.down_since is None:
+            return
+        with self._lock:
+            since, self.down_since = self.down_since, None
+        if since is None:
+            return
+        log.warning("database reachable again after %.1fs", time.monotonic() - since)
+        with _pool_lock:
+            current = _pool
+        if current is not None:
+            # Connections from before the outage are dead: replace them now, not on first use.
+            threading.Thread(target=_check_pool, args=(current,), daemon=True).start()
+
+
+def _check_pool(p: ConnectionPool) -> None:
+    with suppress(Exception):  # (closed meanwhile)
+        p.check()
+
+
+reachability = Reachability()
+
 
 def connect(
-    dsn: str | None = None, *, autocommit: bool = True, timeout: int = 10
+    dsn: str | None = None, *, autocommit: bool = True, timeout: int = 10, **kwargs: Any
 ) -> psycopg.Connection:
     """A new connection, or DatabaseUnreachable with libpq's one-line reason."""
     url = dsn or settings().dsn()
     try:
-        return psycopg.connect(url, autocommit=autocommit, connect_timeout=timeout)
+        return psycopg.connect(url, autocommit=autocommit, connect_timeout=timeout, **kwargs)
     except psycopg.OperationalError as exc:
         raise DatabaseUnreachable(
-            f"cannot reach the database at {redact(url)}: {first_line(exc)}"
+            f"cannot reach the database at {redact(url)}: {reason(exc)}"
         ) from exc
+
+
+def check_reachable(dsn: str | None = None) -> None:
+    """Fails fast, with the real cause on one line, when a process cannot start: a wrong
+    URL, the server down, bad credentials, no such database (instead of a pool timing out
+    after 30 seconds)."""
+    with connect(dsn, timeout=CONNECT_TIMEOUT):
+        pass
 
 
 def pool() -> ConnectionPool:
@@ -37,15 +146,26 @@ def pool() -> ConnectionPool:
     with _pool_lock:
         if _pool is None:
             s = settings()
-            _pool = ConnectionPool(
+            quiet_pool_log()
+            _pool = _Pool(
                 s.dsn(),
                 min_size=1,
                 max_size=s.pool_size,
-                kwargs={"autocommit": True},
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
                 open=True,
                 name="pgbus",
+                # Never give up reconnecting: a process outlives any outage.
+                reconnect_timeout=365 * 24 * 3600.0,
             )
         return _pool
+
+
+def quiet_pool_log() -> None:
+    """psycopg_pool logs a warning (two lines) for every failed attempt to reconnect; during an
+    outage Reachability says it once instead. Left alone when the application set a level."""
+    pool_log = logging.getLogger("psycopg.pool")
+    if pool_log.level == logging.NOTSET:
+        pool_log.setLevel(logging.ERROR)
 
 
 def close_pool() -> None:
@@ -72,6 +192,13 @@ def atomic(conn: psycopg.Connection) -> AbstractContextManager[Any]:
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def reason(exc: BaseException) -> str:
+    """libpq's reason for a failed connection, on one line: its first line without the
+    "connection failed: connection to server at ... failed:" preamble when one follows."""
+    line = first_line(exc).removeprefix("connection failed: ")
+    return re.sub(r"^connection to server (at|on) .*? failed: (FATAL: +)?", "", line) or line
 
 
 def redact(url: str) -> str:

@@ -11,11 +11,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
+
 from pgbus.config import Settings, settings
-from pgbus.db import pool
+from pgbus.db import (
+    CONNECT_TIMEOUT,
+    RECONNECT_DELAY,
+    SHORT_WAIT,
+    connect,
+    is_connection_error,
+    pool,
+    reachability,
+)
+from pgbus.errors import SweepRepairFailed
 from pgbus.instrumentation import emit
 from pgbus.migrate import require_migration
-from pgbus.processes import ProcessRecord, orphaned
+from pgbus.processes import ProcessRecord, orphaned, orphaned_reason
 from pgbus.reporting import report_error
 
 log = logging.getLogger("pgbus.dispatcher")
@@ -32,11 +43,41 @@ class Duty:
 
 
 def workflow_sweep_report(result: dict[str, Any]) -> int:
-    """The sweep's answer: each stall and the gauge go out as instrumentation."""
+    """The sweep's answer: each stall and wait timeout, each run it moved (its
+    workflow_paused / _cancelled / _finished event) and the gauge go out as instrumentation;
+    each run whose repair failed is reported as SweepRepairFailed."""
+    from pgbus.workflow.runs import emit_status
+
     for stall in result["stalled"]:
-        emit("pgbus.workflow.stall_detected", **stall, detection="sweep")
+        emit(
+            "pgbus.workflow.stall_detected",
+            **{k: stall.get(k) for k in ("workflow_id", "workflow_class", "step", "action")},
+            detection="sweep",
+        )
     for timeout in result["timed_out"]:
-        emit("pgbus.workflow.wait_timed_out", **timeout)
+        emit(
+            "pgbus.workflow.wait_timed_out",
+            **{k: timeout.get(k) for k in ("workflow_id", "workflow_class", "step", "action")},
+            status=timeout.get("status"),
+        )
+    for moved in result.get("moved", ()):
+        emit_status(
+            moved["workflow_class"],
+            moved["workflow_id"],
+            moved["status"],
+            "pgbus",
+            moved.get("error_class"),
+        )
+    for failed in result.get("failed", ()):
+        error = failed.get("error") or {}
+        report_error(
+            SweepRepairFailed(
+                f"workflow sweep: the {failed.get('repair')} repair of run"
+                f" {failed['workflow_id']} ({failed['workflow_class']}, step {failed.get('step')})"
+                f" failed: {error.get('message')} ({error.get('sqlstate')})"
+            ),
+            {"action": "workflow_sweep", **failed},
+        )
     emit("pgbus.workflow.gauge", runs=result["runs"], stuck=result["stuck"])
     if result["stalled"] or result["resent"] or result["resolved"]:
         log.warning(
@@ -138,20 +179,34 @@ class Dispatcher:
         for duty in self.duties:
             if duty.due_at > now:
                 continue
+            if self._stopping.is_set():
+                break
             query, params = duty.statement(settings())
             try:
-                with pool().connection() as c:
-                    done[duty.name] = duty.report(c.execute(query, params).fetchone()[0])
+                with pool().connection(timeout=SHORT_WAIT) as c:
+                    answer = c.execute(query, params).fetchone()[0]
+            except psycopg.Error as exc:
+                if is_connection_error(exc):
+                    reachability.failed(exc, "dispatcher")
+                    break  # (the other duties would only wait for the database too)
+                report_error(exc, {"action": "dispatcher_maintenance", "task": duty.name})
+                continue
             except Exception as exc:
                 report_error(exc, {"action": "dispatcher_maintenance", "task": duty.name})
                 continue
+            reachability.ok()
+            try:
+                done[duty.name] = duty.report(answer)
+            except Exception as exc:
+                report_error(exc, {"action": "dispatcher_maintenance", "task": duty.name})
+                done[duty.name] = 0
             duty.due_at = now + duty.every
             if done[duty.name]:
                 log.info("%s: %d removed", duty.name, done[duty.name])
         return done
 
     def run(self) -> int:
-        with pool().connection() as c:
+        with connect(timeout=CONNECT_TIMEOUT) as c:  # (fails fast, with its cause, on one line)
             require_migration(c, "0002_jobs")
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -161,9 +216,15 @@ class Dispatcher:
         log.info("dispatcher started: %s", ", ".join(d.name for d in self.duties))
         interval = settings().dispatch_interval.total_seconds()
         try:
-            while not self._stopping.is_set() and not orphaned():
+            while not self._stopping.is_set():
+                if orphaned():
+                    log.warning("dispatcher: %s", orphaned_reason())
+                    break
                 self.tick()
-                self._stopping.wait(interval)
+                self._stopping.wait(
+                    min(interval, RECONNECT_DELAY) if reachability.down else interval
+                )
         finally:
             record.stop()
+        log.info("dispatcher stopped")
         return 0

@@ -63,3 +63,8 @@ class StepStalled(PgbusError):
 class RetriesExhausted(PgbusError):
     """A job message delivered more often than it may run without ever finishing (its worker
     died each time): dead-lettered unrun."""
+
+
+class SweepRepairFailed(PgbusError):
+    """A repair of the workflow sweep raised for one run: that run is as it was (a
+    repair_failed event on it says why), the other runs were repaired."""

@@ -12,7 +12,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from pgbus.config import settings
-from pgbus.db import pool
+from pgbus.db import SHORT_WAIT, is_connection_error, pool, reachability
 from pgbus.reporting import report_error
 
 log = logging.getLogger("pgbus")
@@ -23,6 +23,14 @@ def orphaned() -> bool:
     """True for a supervised child whose supervisor is gone (it should stop)."""
     expected = os.environ.get(SUPERVISOR_ENV)
     return bool(expected) and str(os.getppid()) != expected
+
+
+def orphaned_reason() -> str:
+    """Why a supervised child stops on its own, for its last log line."""
+    return (
+        f"its supervisor (pid {os.environ.get(SUPERVISOR_ENV)}) is gone:"
+        " stopping (the next `pgbus start` runs a new one)"
+    )
 
 
 class ProcessRecord:
@@ -60,7 +68,7 @@ class ProcessRecord:
         return self.id
 
     def beat(self) -> None:
-        with pool().connection() as c:
+        with pool().connection(timeout=SHORT_WAIT) as c:
             alive = c.execute(
                 "SELECT pgbus.process_heartbeat(%s, %s)", (self.id, Jsonb(self.metadata()))
             ).fetchone()[0]
@@ -78,16 +86,23 @@ class ProcessRecord:
         while not self._stop.wait(self.interval):
             try:
                 self.beat()
+                reachability.ok()
             except Exception as exc:
-                report_error(exc, {"action": "heartbeat", "kind": self.kind})
+                if is_connection_error(exc):
+                    reachability.failed(exc, f"{self.kind} heartbeat")
+                else:
+                    report_error(exc, {"action": "heartbeat", "kind": self.kind})
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.join(SHORT_WAIT + 1)
         if self.id is not None:
             try:
-                with pool().connection() as c:
+                if reachability.down:
+                    raise ConnectionError("the database is unreachable")
+                with pool().connection(timeout=SHORT_WAIT) as c:
                     c.execute("SELECT pgbus.process_deregister(%s)", (self.id,))
             except Exception as exc:
+                # (The dispatcher prunes the row once its heartbeat is stale.)
                 log.warning("pgbus: could not deregister %s process: %s", self.kind, exc)

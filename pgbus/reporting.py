@@ -74,7 +74,22 @@ def report_error(exc: BaseException, context: dict[str, Any] | None = None) -> N
     ctx: dict[str, Any] = {}
     with suppress(Exception):
         ctx = dict(context or {})
-        log.error("[pgbus] %s: %s (%s)", type(exc).__name__, exc, ctx, exc_info=exc)
+        from pgbus.db import first_line, is_connection_error
+
+        if is_connection_error(exc):
+            # A lost or refused connection says all on one line; its traceback would only show
+            # the statement that happened to run when the server went away.
+            log.error("[pgbus] %s: %s (%s)", type(exc).__name__, first_line(exc), ctx)
+        else:
+            log.error("[pgbus] %s: %s (%s)", type(exc).__name__, exc, ctx, exc_info=exc)
+    call_reporters(exc, ctx)
+
+
+def call_reporters(exc: BaseException, context: dict[str, Any] | None = None) -> None:
+    """Hands `exc` to every configured reporter (no log line); never raises."""
+    ctx: dict[str, Any] = {}
+    with suppress(Exception):
+        ctx = dict(context or {})
     for reporter in settings().error_reporters:
         try:
             reporter(exc, dict(ctx))

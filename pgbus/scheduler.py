@@ -19,10 +19,17 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from pgbus.config import settings
-from pgbus.db import pool
+from pgbus.db import (
+    RECONNECT_DELAY,
+    SHORT_WAIT,
+    check_reachable,
+    is_connection_error,
+    pool,
+    reachability,
+)
 from pgbus.instrumentation import emit
 from pgbus.migrate import require_migration
-from pgbus.processes import ProcessRecord, orphaned
+from pgbus.processes import ProcessRecord, orphaned, orphaned_reason
 from pgbus.reporting import report_error
 from pgbus.scheduling import Declared, Schedule, load_tasks, parse_schedule
 
@@ -107,7 +114,7 @@ class Scheduler:
         window = settings().recurring_catch_up_window
         fired: list[dict[str, Any]] = []
         next_runs: dict[str, str] = {}
-        with pool().connection() as c:
+        with pool().connection(timeout=SHORT_WAIT) as c:  # (a stop never waits long)
             rows = c.execute(
                 "SELECT key, schedule, time_zone, schedule_from, clock_timestamp()"
                 " FROM pgbus.recurring_tasks WHERE enabled ORDER BY key"
@@ -166,7 +173,7 @@ class Scheduler:
 
     def tick_deploy(self) -> list[dict[str, Any]]:
         declared = None if self._deploy_declared else Jsonb([t.row() for t in self.deploy])
-        with pool().connection() as c:
+        with pool().connection(timeout=SHORT_WAIT) as c:  # (a stop never waits long)
             result = c.execute(
                 "SELECT pgbus.deploy_tasks_fire(revision => %s, declared => %s, live_within => %s)",
                 (self.revision, declared, settings().stale_process_threshold),
@@ -184,6 +191,7 @@ class Scheduler:
         return result["fired"]
 
     def run(self) -> int:
+        check_reachable()  # (fails fast, with its cause, on one line)
         self.prepare()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -199,12 +207,21 @@ class Scheduler:
         log.info("scheduler started (revision %s)", self.revision or "none")
         interval = settings().scheduler_interval.total_seconds()
         try:
-            while not self._stopping.is_set() and not orphaned():
+            while not self._stopping.is_set():
+                if orphaned():
+                    log.warning("scheduler: %s", orphaned_reason())
+                    break
                 try:
                     self.tick()
+                    reachability.ok()
                 except Exception as exc:
-                    report_error(exc, {"action": "scheduler_tick"})
-                self._stopping.wait(interval)
+                    if is_connection_error(exc):
+                        reachability.failed(exc, "scheduler")
+                    else:
+                        report_error(exc, {"action": "scheduler_tick"})
+                self._stopping.wait(
+                    min(interval, RECONNECT_DELAY) if reachability.down else interval
+                )
         finally:
             record.stop()
         log.info("scheduler stopped")

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from pgbus.config import settings
+from pgbus.db import check_reachable
 from pgbus.processes import SUPERVISOR_ENV, ProcessRecord
 from pgbus.reporting import report_error
 
@@ -123,6 +124,7 @@ class Supervisor:
             child.popen, child.restart_at = None, now + delay
 
     def run(self) -> int:
+        check_reachable()  # (fails fast, with its cause, on one line)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         record = ProcessRecord("supervisor", lambda: {"children": [c.name for c in self.children]})

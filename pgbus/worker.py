@@ -9,6 +9,9 @@ writes roll back. A job that never touches the database completes in one stateme
 Reads are sized to the free threads and wake on PGMQ's insert notifications, with polling as
 the fallback. A visibility heartbeat keeps running jobs' messages invisible. SIGTERM stops
 reading and lets running jobs finish within `drain_timeout`; a second signal exits at once.
+While the database is unreachable the worker tries again every RECONNECT_DELAY (logged once
+when the outage starts and once when it ends), and a stop never waits on the database for
+longer than a couple of seconds.
 """
 
 from __future__ import annotations
@@ -34,7 +37,15 @@ from psycopg.types.json import Jsonb
 from pgbus import queues
 from pgbus.commit_hooks import run_hooks
 from pgbus.config import configure, settings
-from pgbus.db import pool
+from pgbus.db import (
+    CONNECT_TIMEOUT,
+    RECONNECT_DELAY,
+    SHORT_WAIT,
+    connect,
+    is_connection_error,
+    pool,
+    reachability,
+)
 from pgbus.errors import RetriesExhausted
 from pgbus.instrumentation import emit, instrument
 from pgbus.jobs import (
@@ -46,7 +57,7 @@ from pgbus.jobs import (
     running_job,
 )
 from pgbus.migrate import require_migration
-from pgbus.processes import ProcessRecord, orphaned
+from pgbus.processes import ProcessRecord, orphaned, orphaned_reason
 from pgbus.reporting import error_record, report_error
 from pgbus.serialization import load_arguments
 
@@ -122,8 +133,9 @@ class Worker:
     # -- lifecycle -----------------------------------------------------------------------
 
     def run(self) -> int:
-        """Runs until stopped; 0 when every running job finished, 2 when the drain timed out."""
-        with pool().connection() as c:
+        """Runs until stopped; 0 when every running job finished, 2 when the drain timed out
+        (the jobs still running cannot be stopped: `pgbus worker` then exits at once)."""
+        with connect(timeout=CONNECT_TIMEOUT) as c:  # (fails fast, with its cause, on one line)
             require_migration(c, "0002_jobs")
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
@@ -175,15 +187,20 @@ class Worker:
         return True
 
     def _release_unstarted(self) -> None:
-        """Jobs read ahead but not started go back to the queue at once for other workers."""
+        """Jobs read ahead but not started go back to the queue at once for other workers
+        (with the database unreachable, they come back after the visibility timeout)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if not self._unstarted:
+            return
         by_queue: dict[str, list[int]] = {}
         for d in self._unstarted:
             by_queue.setdefault(d.queue, []).append(d.msg_id)
         # Workflow step attempts begun when read go back to scheduled, not left to look stalled.
         steps = [d.step["step_id"] for d in self._unstarted if d.step and "step_id" in d.step]
         try:
-            with pool().connection() as c, c.transaction():
+            if reachability.down:
+                raise psycopg.OperationalError("the database is unreachable")
+            with pool().connection(timeout=SHORT_WAIT) as c, c.transaction():
                 if steps:
                     c.execute(
                         "SELECT pgbus.workflow_release_steps(%s::bigint[], %s)",
@@ -192,7 +209,15 @@ class Worker:
                 for q, ids in by_queue.items():
                     c.execute("SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)", (q, ids))
         except psycopg.Error as exc:  # they come back after the visibility timeout instead
-            report_error(exc, {"action": "release_unstarted"})
+            if is_connection_error(exc):
+                log.warning(
+                    "could not release %d jobs that had not started (%s): they come back"
+                    " after the visibility timeout",
+                    len(self._unstarted),
+                    exc,
+                )
+            else:
+                report_error(exc, {"action": "release_unstarted"})
         for d in self._unstarted:
             self._finished(d)
         if self._unstarted:
@@ -210,7 +235,7 @@ class Worker:
     # -- reading -------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        backoff = 0.5
+        backoff = RECONNECT_DELAY
         while not self._stopping.is_set():
             self._wake.clear()
             free = self.capacity - len(self._in_flight)
@@ -219,12 +244,19 @@ class Worker:
                 try:
                     deliveries = self._read(free)
                 except psycopg.Error as exc:
-                    if backoff == 0.5:
+                    if is_connection_error(exc):
+                        # Tried again soon whatever the outage's length: work resumes within a
+                        # moment of the server's return.
+                        reachability.failed(exc, "fetch_messages")
+                        self._stopping.wait(RECONNECT_DELAY)
+                        continue
+                    if backoff == RECONNECT_DELAY:
                         report_error(exc, {"action": "fetch_messages", "queues": self.read_queues})
                     self._stopping.wait(backoff)
                     backoff = min(backoff * 2, 10.0)
                     continue
-                backoff = 0.5
+                backoff = RECONNECT_DELAY
+                reachability.ok()
                 for d in deliveries:
                     if d.step and d.step.get("stalled"):
                         self._stall_detected(d)
@@ -234,7 +266,7 @@ class Worker:
             if free == 0 or got < free:
                 self._wake.wait(self.poll_seconds)
             if orphaned():
-                log.warning("supervisor is gone: stopping")
+                log.warning("worker: %s", orphaned_reason())
                 self.stop()
 
     def _read(self, qty: int) -> list[Delivery]:
@@ -273,7 +305,10 @@ class Worker:
         a crash only makes its messages visible again, which at-least-once delivery allows."""
         if self._reader_conn is None or self._reader_conn.closed:
             self._reader_conn = psycopg.connect(
-                settings().dsn(), autocommit=True, options="-c synchronous_commit=off"
+                settings().dsn(),
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT,
+                options="-c synchronous_commit=off",
             )
         return self._reader_conn
 
@@ -285,20 +320,21 @@ class Worker:
     def _listen(self) -> None:
         """Wakes the loop on every insert notification of our queues; reconnects on failure."""
         channels = [f"pgmq.q_{q}.INSERT" for q in self.read_queues]
-        backoff = 0.5
         while not self._closed.is_set():
             try:
-                with psycopg.connect(settings().dsn(), autocommit=True) as c:
+                with psycopg.connect(
+                    settings().dsn(), autocommit=True, connect_timeout=CONNECT_TIMEOUT
+                ) as c:
                     for ch in channels:
                         c.execute(sql.SQL("LISTEN {}").format(sql.Identifier(ch)))
-                    backoff = 0.5
+                    self._wake.set()  # (what was sent while it was away is read now)
                     while not self._closed.is_set():
                         for _ in c.notifies(timeout=1.0):
                             self._wake.set()
             except psycopg.Error as exc:
-                log.info("notification listener lost its connection (%s); polling meanwhile", exc)
-                self._closed.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                # (The reads poll meanwhile; an outage is the read loop's to log.)
+                log.debug("notification listener lost its connection: %s", exc)
+                self._closed.wait(RECONNECT_DELAY)
 
     def _keep_visible(self) -> None:
         """The visibility heartbeat: running jobs' messages stay invisible while they run."""
@@ -308,15 +344,20 @@ class Worker:
                 by_queue: dict[str, list[int]] = {}
                 for q, msg_id in self._in_flight:
                     by_queue.setdefault(q, []).append(msg_id)
+            if not by_queue:
+                continue
             try:
-                with pool().connection() as c:
+                with pool().connection(timeout=SHORT_WAIT) as c:
                     for q, ids in by_queue.items():
                         c.execute(
                             "SELECT pgbus.extend_visibility(%s, %s::bigint[], %s)",
                             (q, ids, self.vt),
                         )
             except psycopg.Error as exc:
-                report_error(exc, {"action": "extend_visibility"})
+                if is_connection_error(exc):
+                    reachability.failed(exc, "extend_visibility")
+                else:
+                    report_error(exc, {"action": "extend_visibility"})
 
     # -- running -------------------------------------------------------------------------
 
@@ -438,7 +479,10 @@ class Worker:
                 }
         except psycopg.Error as exc:
             # Their messages come back after the visibility timeout and run again.
-            report_error(exc, {"action": "acknowledge_jobs", "queue": q, "count": len(items)})
+            if is_connection_error(exc):
+                reachability.failed(exc, "acknowledge_jobs")
+            else:
+                report_error(exc, {"action": "acknowledge_jobs", "queue": q, "count": len(items)})
             done = None
         for a in items:
             if done is not None and a.delivery.msg_id in done:
@@ -471,6 +515,17 @@ class Worker:
             detection="redelivery",
             action=s.get("action"),
         )
+        # The run's own event when the stall action moved it (not when it was paused already).
+        if s.get("status") != s.get("was", "running"):
+            from pgbus.workflow.runs import emit_status
+
+            emit_status(
+                str(s.get("workflow_class")),
+                str(s.get("workflow_id")),
+                str(s.get("status")),
+                "pgbus",
+                "pgbus.StepStalled",
+            )
 
     @staticmethod
     def _finished_elsewhere(d: Delivery) -> None:

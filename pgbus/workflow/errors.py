@@ -38,6 +38,10 @@ class WorkflowNotRegistered(PgbusError):
     """workflow_start named a class with no registered definition (SQLSTATE PB404)."""
 
 
+class InvalidSignalPayload(PgbusError, TypeError):
+    """A signal payload that is not a mapping (a dict or another Mapping, or None for {})."""
+
+
 class StepNotDefined(PgbusError):
     """A run names a step its workflow class does not have (recorded on the attempt, by SQL
     when the step is not in the registered definition, by the runner when the code lacks it)."""

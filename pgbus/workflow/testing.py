@@ -24,7 +24,7 @@ from pgbus.db import pool
 from pgbus.errors import PgbusError
 from pgbus.jobs import Job, JobTransaction, current_transaction
 from pgbus.workflow.runner import BatchFinishedJob, StepJob
-from pgbus.workflow.runs import WorkflowRun
+from pgbus.workflow.runs import WorkflowRun, emit_status
 
 
 class NothingToRun(PgbusError):
@@ -187,4 +187,13 @@ def expire_wait(run: WorkflowRun) -> str:
         ]
     if not result["ok"]:
         raise NothingToRun(f"run {run.workflow_id} is not waiting ({result.get('status')})")
+    # (Committed: the pooled connection is in autocommit.) A timeout that paused, cancelled or
+    # finished the run emits its event, as the sweep's does.
+    emit_status(
+        run.workflow_class,
+        run.workflow_id,
+        result["status"],
+        "pgbus",
+        "pgbus.workflow.WaitTimedOut" if result["status"] == "paused" else None,
+    )
     return result["status"]

@@ -198,7 +198,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     def pgbus.workflow_definitions;
     run pgbus.workflows;
-    key text := nullif(btrim(idempotency_key), '');
+    key text := pgbus.idempotency_key(idempotency_key);
     existing uuid;
 BEGIN
     SELECT * INTO def FROM pgbus.workflow_definitions d WHERE d.workflow_class = workflow_start.workflow_class;

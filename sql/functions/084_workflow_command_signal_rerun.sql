@@ -12,7 +12,7 @@ DECLARE
     signal pgbus.workflow_signals;
     woke boolean := false;
     signal_name text := btrim(params ->> 'name');
-    signal_key text := nullif(btrim(params ->> 'idempotency_key'), '');  -- a blank key is no key
+    signal_key text := pgbus.idempotency_key(params ->> 'idempotency_key');  -- a blank key is no key
 BEGIN
     IF coalesce(signal_name, '') = '' OR length(signal_name) > 255 OR length(signal_key) > 255
        OR jsonb_typeof(coalesce(params -> 'payload', '{}')) <> 'object' THEN

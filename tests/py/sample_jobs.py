@@ -7,6 +7,8 @@ it survives a crash or a rollback.
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 
 import pgbus
@@ -103,3 +105,11 @@ class ArchivesItselfWithoutTransaction(pgbus.Job):
     def perform(self, key: str) -> None:
         with psycopg.connect(settings().dsn(), autocommit=True) as other:
             other.execute("SELECT pgmq.archive('pgbus_default', %s::bigint)", (self.msg_id,))
+
+
+class Hang(pgbus.Job):
+    """Marks its start, then hangs in Python for `seconds` (a step or job that never returns)."""
+
+    def perform(self, key: str, seconds: float = 3600) -> None:
+        mark("started", key)
+        time.sleep(seconds)

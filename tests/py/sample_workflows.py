@@ -317,3 +317,14 @@ class Meddler(pgbus.Workflow):
             getattr(other, self.arguments["verb"])(actor="meddler")
         if self.arguments["fail"]:
             raise RuntimeError("meddled, then failed")
+
+
+class HangingStep(pgbus.Workflow):
+    """Its step hangs in Python (a call that never returns)."""
+
+    @step
+    def hang(self):
+        mark("hang_started", str(self.workflow_id))
+        import time
+
+        time.sleep(3600)

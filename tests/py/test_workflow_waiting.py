@@ -80,9 +80,23 @@ def test_a_key_seen_before_stores_nothing_and_a_blank_key_is_no_key(users):
     first = run.signal("payment_confirmed", {"amount": 1}, idempotency_key="k")
     again = run.signal("payment_confirmed", {"amount": 2}, idempotency_key="k")
     assert (again.duplicate_delivery, again.signal_id) == (True, first.signal_id)
-    blank = [run.signal("payment_confirmed", {"amount": 3}, idempotency_key=k) for k in ("", "  ")]
-    assert [d.duplicate_delivery for d in blank] == [False, False]
-    assert [s["idempotency_key"] for s in run.signals()] == ["k", None, None]
+    keys = ("", "  ", "\t", "\n\r ", " \t\n")
+    blank = [run.signal("payment_confirmed", {"amount": 3}, idempotency_key=k) for k in keys]
+    assert [d.duplicate_delivery for d in blank] == [False] * len(keys)
+    assert [s["idempotency_key"] for s in run.signals()] == ["k", *[None] * len(keys)]
+
+
+@pytest.mark.parametrize("payload", [[], [("amount", 1)], "amount", 42, ("a", 1)])
+def test_a_signal_payload_that_is_not_a_mapping_is_refused_and_stores_nothing(users, payload):
+    from pgbus.workflow import InvalidSignalPayload
+
+    run = Order.start(User(1), vendors=0)
+    with pytest.raises(InvalidSignalPayload, match="a signal's payload is a mapping"):
+        run.signal("payment_confirmed", payload)
+    with pytest.raises(InvalidSignalPayload):
+        Order.signal(User(1), "payment_confirmed", payload)
+    assert run.signals() == []
+    assert run.signal("payment_confirmed", None).duplicate_delivery is False
 
 
 def test_signal_by_subject_and_missing(users):

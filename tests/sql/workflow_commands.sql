@@ -487,7 +487,8 @@ SELECT set_eq(
 -- workflow_sweep (from no runs at all, so that its counts are exact; undone by the ROLLBACK)
 -------------------------------------------------------------------------------------------------
 DELETE FROM pgbus.workflows;
-SELECT is(pgbus.workflow_sweep(), '{"stalled": [], "timed_out": [], "resolved": 0, "resent": 0, "deleted": 0, "runs": [], "stuck": []}'::jsonb,
+SELECT is(pgbus.workflow_sweep(), '{"stalled": [], "timed_out": [], "resolved": 0, "resent": 0, "deleted": 0, "failures_forgotten": 0,
+                                     "moved": [], "failed": [], "runs": [], "stuck": []}'::jsonb,
           'workflow_sweep: with no runs it does nothing and answers empty gauges');
 
 -- To stall: past the threshold; past its timeout; paused by an operator while running past the threshold.
@@ -530,7 +531,7 @@ SELECT pg_temp.mark('sw_ev', to_jsonb(pg_temp.last_event_id()));
 
 SELECT pg_temp.mark('sweep1', pgbus.workflow_sweep());
 SELECT set_eq(
-    $$SELECT e FROM jsonb_array_elements(pg_temp.marked('sweep1') -> 'stalled') e$$,
+    $$SELECT e - 'was' - 'status' - 'error_class' FROM jsonb_array_elements(pg_temp.marked('sweep1') -> 'stalled') e$$,
     $$VALUES (jsonb_build_object('workflow_id', pg_temp.run('sw_stall'), 'workflow_class', 't_wfc_sw_stall', 'step', 'a', 'action', 'pause')),
              (jsonb_build_object('workflow_id', pg_temp.run('sw_timeout'), 'workflow_class', 't_wfc_sw_timeout', 'step', 'a', 'action', 'pause')),
              (jsonb_build_object('workflow_id', pg_temp.run('sw_paused'), 'workflow_class', 't_wfc_sw_paused', 'step', 'a', 'action', 'pause'))$$,
@@ -617,7 +618,8 @@ DO $d$ BEGIN PERFORM pg_temp.go('sw_re', '[{"name": "a"}]'); END $d$;
 UPDATE pgbus.workflow_steps SET started_at = now() - interval '20 minutes' WHERE step_id = pg_temp.cur('sw_re');
 SELECT is(pgbus.workflow_sweep(stall_action => 'reattempt') -> 'stalled',
           jsonb_build_array(jsonb_build_object('workflow_id', pg_temp.run('sw_re'), 'workflow_class', 't_wfc_sw_re', 'step', 'a',
-                                               'action', 'reattempt')),
+                                               'action', 'reattempt', 'was', 'running', 'status', 'ready',
+                                               'error_class', 'pgbus.StepStalled')),
           'workflow_sweep: stall action reattempt');
 SELECT is(pg_temp.attempts('sw_re'), 'a#1:stalled,a#2:scheduled', 'workflow_sweep: reattempt schedules the step again');
 SELECT is((pg_temp.w('sw_re')).status, 'ready', 'workflow_sweep: reattempt: the run is ready');
