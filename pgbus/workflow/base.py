@@ -41,7 +41,7 @@ from pgbus.workflow.errors import (
     WorkflowRefused,
     raise_named,
 )
-from pgbus.workflow.payloads import decode_payload, encode_payload
+from pgbus.workflow.payloads import decode_payload, encode_payload, encode_signal_payload
 from pgbus.workflow.runs import SignalDelivery, WorkflowRun
 
 WORKFLOWS_MIGRATION = "0003_workflows"
@@ -213,7 +213,7 @@ class Workflow:
             )
         if not isinstance(name, str):
             raise TypeError(f"a signal's name is a string, got {name!r}")
-        stored = encode_payload(payload or {}, "the signal's payload")
+        stored = encode_signal_payload(payload)
         with connection(conn) as c:
             try:
                 result = c.execute(

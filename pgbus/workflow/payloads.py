@@ -17,7 +17,7 @@ from typing import Any
 
 from pgbus.config import settings
 from pgbus.serialization import dump_arguments, load_arguments
-from pgbus.workflow.errors import PayloadTooLarge
+from pgbus.workflow.errors import InvalidSignalPayload, PayloadTooLarge
 
 SMALLEST_LIMIT = 256  # no limit is lower: a payload this small needs no look-up
 CACHE_SECONDS = 60.0
@@ -70,3 +70,15 @@ def encode_payload(values: Mapping[str, Any], what: str) -> dict[str, Any]:
 
 def decode_payload(stored: dict[str, Any] | None) -> dict[str, Any]:
     return load_arguments({"kwargs": stored or {}})[1]
+
+
+def encode_signal_payload(payload: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A signal's payload as stored: a mapping (None is {}); anything else, `[]` included, is
+    refused with InvalidSignalPayload."""
+    if payload is None:
+        payload = {}
+    elif not isinstance(payload, Mapping):
+        raise InvalidSignalPayload(
+            f"a signal's payload is a mapping (or None), got {type(payload).__name__}"
+        )
+    return encode_payload(payload, "the signal's payload")

@@ -21,8 +21,8 @@ from psycopg.types.json import Jsonb
 from pgbus.commit_hooks import after_commit
 from pgbus.instrumentation import emit
 from pgbus.jobs import connection
-from pgbus.workflow.errors import InvalidSignalPayload, WorkflowRefused, raise_named
-from pgbus.workflow.payloads import encode_payload
+from pgbus.workflow.errors import WorkflowRefused, raise_named
+from pgbus.workflow.payloads import encode_signal_payload
 
 RUN_END_EVENTS = {
     "finished": "pgbus.workflow_finished",
@@ -204,13 +204,7 @@ class WorkflowRun:
         nothing is stored and duplicate_delivery is True. Refused once the run ended."""
         if not isinstance(name, str):
             raise TypeError(f"a signal's name is a string, got {name!r}")
-        if payload is None:
-            payload = {}
-        elif not isinstance(payload, Mapping):
-            raise InvalidSignalPayload(
-                f"a signal's payload is a mapping (or None), got {type(payload).__name__}"
-            )
-        stored = encode_payload(payload, "the signal's payload")
+        stored = encode_signal_payload(payload)
         params = {"name": name, "payload": stored, "idempotency_key": idempotency_key}
         result = self._call("signal", actor, reason, conn, params)
         return SignalDelivery(
