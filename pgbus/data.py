@@ -141,11 +141,28 @@ class DataSource:
             (self._stalled_after(), self._stale_after(), count_limit),
         )
 
+    def overview(self, count_limit: int | None = PAGE_COUNT_LIMIT) -> dict[str, Any]:
+        """The home page's queues, summary and health verdict, counting the queues once."""
+        stalled, stale = self._stalled_after(), self._stale_after()
+        return self._one(
+            "WITH f AS MATERIALIZED (SELECT pgbus.queue_figures(%s, %s::integer) AS qs)"
+            " SELECT f.qs AS queues, pgbus.dashboard_summary(%s, %s, %s::integer, f.qs) AS summary,"
+            " pgbus.health_verdict(%s, %s, count_limit => %s::integer, queue_figures => f.qs) AS verdict"
+            " FROM f",
+            (stale, count_limit, stalled, stale, count_limit, stalled, stale, count_limit),
+        )
+
     def queues(self, count_limit: int | None = PAGE_COUNT_LIMIT) -> list[dict[str, Any]]:
         """Every queue's figures; count_limit=None counts every message (slower)."""
         return self._rows(
             "SELECT * FROM pgbus.queue_stats(NULL, %s, %s)", (self._stale_after(), count_limit)
         )
+
+    def queue_names(self) -> list[str]:
+        return [
+            r["queue_name"]
+            for r in self._rows("SELECT queue_name FROM pgmq.list_queues() ORDER BY 1")
+        ]
 
     def queue(self, name: str, count_limit: int | None = PAGE_COUNT_LIMIT) -> dict[str, Any] | None:
         return self._one(

@@ -50,6 +50,7 @@ def routes(d: Dashboard) -> list[Route]:
     # -- home ----------------------------------------------------------------------------
 
     def home(request: Request) -> Response:
+        overview = Lazy(d.data.overview)  # cards, queues and health count the queues once
         return page(
             request,
             "home.html",
@@ -61,12 +62,12 @@ def routes(d: Dashboard) -> list[Route]:
                 "failures": "_failures_table.html",
                 "health": "_health.html",
             },
-            summary=Lazy(d.data.summary),
-            queues=Lazy(d.data.queues),
+            summary=Lazy(lambda: overview.get()["summary"]),
+            queues=Lazy(lambda: overview.get()["queues"]),
             processes=Lazy(d.data.processes),
             failures=Lazy(lambda: d.data.failed_jobs(page_size=5)),
             table_health=Lazy(lambda: d.data.table_health()[:10]),
-            verdict=Lazy(d.data.health),
+            verdict=Lazy(lambda: overview.get()["verdict"]),
         )
 
     # -- queues --------------------------------------------------------------------------
@@ -169,7 +170,7 @@ def routes(d: Dashboard) -> list[Route]:
             "jobs",
             {"enqueued": "_jobs_enqueued.html", "failed": "_jobs_failed.html"},
             only_queue=only,
-            queue_names=Lazy(lambda: [q["queue_name"] for q in d.data.queues() if not q["is_dlq"]]),
+            queue_names=Lazy(lambda: [n for n in d.data.queue_names() if not n.endswith("_dlq")]),
             enqueued=Lazy(enqueued),
             failed=Lazy(failed),
         )

@@ -50,25 +50,28 @@ LANGUAGE sql STABLE AS $$
         END)
 $$;
 
--- (Its earlier signature, without count_limit.)
+-- (Its earlier signatures.)
 DROP FUNCTION IF EXISTS pgbus.queue_stats(text, interval);
+DROP FUNCTION IF EXISTS pgbus.queue_stats(text, interval, integer);
 
--- One row per PGMQ queue (or only `only_queue`): depth, visible, scheduled (not yet due),
--- invisible (being run, or waiting out a retry backoff), never-read visible messages, the
--- oldest message's age and the oldest claimable one's (how long a visible message has
--- waited), total ever sent, paused, and whether a live worker reads it.
+-- One row per PGMQ queue (or only `only_queue`): depth, visible, not yet visible (split into
+-- scheduled: never read, not yet due; and invisible: being run, or waiting out a retry
+-- backoff), never-read visible messages, the oldest message's age and the oldest claimable
+-- one's (how long a visible message has waited), total ever sent, paused, and whether a live
+-- worker reads it.
 --
 -- Counting a queue reads all of it. With `count_limit` (the pages use 1,000) a queue holding
 -- more messages than that is not counted: its depth is PostgreSQL's estimate
--- (pg_class.reltuples), the other counts stop at count_limit + 1 (read through the vt index),
--- max_read_ct is NULL, and counts_capped says so. Ages come from the indexes either way.
--- Without count_limit every count is exact.
+-- (pg_class.reltuples), visible and not-yet-visible counts stop at count_limit + 1 (read
+-- from the vt index alone), the scheduled / invisible split and max_read_ct are NULL,
+-- visible_unread counts among the 100 oldest visible messages only, and counts_capped says
+-- so. Ages come from the indexes either way. Without count_limit every count is exact.
 CREATE OR REPLACE FUNCTION pgbus.queue_stats(
     only_queue text DEFAULT NULL, alive_within interval DEFAULT interval '5 minutes',
     count_limit integer DEFAULT NULL
 ) RETURNS TABLE (
-    queue_name text, is_dlq boolean, depth bigint, visible bigint, scheduled bigint,
-    invisible bigint, visible_unread bigint, oldest_age_seconds float8,
+    queue_name text, is_dlq boolean, depth bigint, visible bigint, not_visible bigint,
+    scheduled bigint, invisible bigint, visible_unread bigint, oldest_age_seconds float8,
     oldest_claimable_age_seconds float8, max_read_ct integer, total_messages bigint,
     counts_capped boolean, paused boolean, paused_reason text, paused_by text,
     paused_at timestamptz, drained boolean, created_at timestamptz
@@ -79,21 +82,54 @@ DECLARE
     tbl text;
     drainers text[] := pgbus.drained_queues(alive_within);
     lim integer := CASE WHEN count_limit IS NULL THEN NULL ELSE greatest(count_limit, 1) + 1 END;
+    probe_unread bigint;
 BEGIN
-    FOR m IN SELECT x.queue_name AS name, x.created_at AS made FROM pgmq.meta x
+    FOR m IN SELECT x.queue_name AS name, x.created_at AS made, p.reason AS p_reason, p.paused_by AS p_by,
+                    p.paused_at AS p_at, p.queue_name IS NOT NULL AS is_paused
+             FROM pgmq.meta x
+             LEFT JOIN pgbus.queue_pauses p ON p.queue_name = x.queue_name
              WHERE only_queue IS NULL OR x.queue_name = only_queue ORDER BY x.queue_name
     LOOP
         tbl := pgmq.format_table_name(m.name, 'q');
         queue_name := m.name;
         created_at := m.made;
         is_dlq := m.name LIKE '%\_dlq';
-        counts_capped := false;
+        paused := m.is_paused; paused_reason := m.p_reason; paused_by := m.p_by; paused_at := m.p_at;
+        drained := m.name = ANY (drainers);
         IF lim IS NOT NULL THEN
-            EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM pgmq.%I LIMIT $1) x', tbl)
-                INTO depth USING lim;
+            -- One statement: the first lim rows (all of a small queue: exact figures), then
+            -- the index-only counts and ages that stand in for a big queue's.
+            EXECUTE format(
+                'SELECT p.n, p.sched, p.unread, p.max_read,'
+                ' (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt <= now() LIMIT $1) x),'
+                ' (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt > now() LIMIT $1) x),'
+                ' (SELECT count(*) FILTER (WHERE read_ct = 0) FROM'
+                '    (SELECT read_ct FROM pgmq.%1$I WHERE vt <= now() ORDER BY vt LIMIT 100) x),'
+                ' extract(epoch FROM now() - (SELECT enqueued_at FROM pgmq.%1$I ORDER BY msg_id LIMIT 1))::float8,'
+                ' extract(epoch FROM now() - (SELECT vt FROM pgmq.%1$I WHERE vt <= now() ORDER BY vt LIMIT 1))::float8,'
+                ' (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM pgmq.%2$I)'
+                ' FROM (SELECT count(*) AS n, count(*) FILTER (WHERE vt > now() AND read_ct = 0) AS sched,'
+                '              count(*) FILTER (WHERE vt <= now() AND read_ct = 0) AS unread,'
+                '              coalesce(max(read_ct), 0) AS max_read'
+                '       FROM (SELECT vt, read_ct FROM pgmq.%1$I LIMIT $1) r) p',
+                tbl, tbl || '_msg_id_seq')
+                INTO depth, scheduled, probe_unread, max_read_ct, visible, not_visible,
+                     visible_unread, oldest_age_seconds, oldest_claimable_age_seconds,
+                     total_messages
+                USING lim;
             counts_capped := depth >= lim;
-        END IF;
-        IF NOT counts_capped THEN
+            IF counts_capped THEN
+                depth := greatest((SELECT c.reltuples::bigint FROM pg_class c
+                                   WHERE c.oid = format('pgmq.%I', tbl)::regclass), lim);
+                scheduled := NULL;
+                invisible := NULL;
+                max_read_ct := NULL;
+            ELSE
+                invisible := not_visible - scheduled;
+                visible_unread := probe_unread;
+            END IF;
+        ELSE
+            counts_capped := false;
             EXECUTE format(
                 'SELECT count(*), count(*) FILTER (WHERE vt <= now()),'
                 ' count(*) FILTER (WHERE vt > now() AND read_ct = 0),'
@@ -101,35 +137,14 @@ BEGIN
                 ' count(*) FILTER (WHERE vt <= now() AND read_ct = 0),'
                 ' extract(epoch FROM now() - min(enqueued_at))::float8,'
                 ' extract(epoch FROM now() - min(vt) FILTER (WHERE vt <= now()))::float8,'
-                ' coalesce(max(read_ct), 0) FROM pgmq.%I', tbl)
+                ' coalesce(max(read_ct), 0),'
+                ' (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM pgmq.%2$I)'
+                ' FROM pgmq.%1$I', tbl, tbl || '_msg_id_seq')
                 INTO depth, visible, scheduled, invisible, visible_unread, oldest_age_seconds,
-                     oldest_claimable_age_seconds, max_read_ct;
-        ELSE
-            SELECT greatest(c.reltuples::bigint, lim) INTO depth
-                FROM pg_class c WHERE c.oid = format('pgmq.%I', tbl)::regclass;
-            EXECUTE format(
-                'SELECT (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt <= now() LIMIT $1) x),'
-                ' (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt > now() AND read_ct = 0 LIMIT $1) x),'
-                ' (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt > now() AND read_ct > 0 LIMIT $1) x),'
-                ' (SELECT count(*) FROM (SELECT 1 FROM pgmq.%1$I WHERE vt <= now() AND read_ct = 0 LIMIT $1) x),'
-                ' extract(epoch FROM now() - (SELECT enqueued_at FROM pgmq.%1$I ORDER BY msg_id LIMIT 1))::float8,'
-                ' extract(epoch FROM now() - (SELECT vt FROM pgmq.%1$I WHERE vt <= now() ORDER BY vt LIMIT 1))::float8',
-                tbl)
-                INTO visible, scheduled, invisible, visible_unread, oldest_age_seconds,
-                     oldest_claimable_age_seconds
-                USING lim;
-            max_read_ct := NULL;
+                     oldest_claimable_age_seconds, max_read_ct, total_messages;
+            not_visible := scheduled + invisible;
         END IF;
-        EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM pgmq.%I',
-                       tbl || '_msg_id_seq')
-            INTO total_messages;
-        SELECT true, p.reason, p.paused_by, p.paused_at
-            INTO paused, paused_reason, paused_by, paused_at
-            FROM pgbus.queue_pauses p WHERE p.queue_name = m.name;
-        paused := coalesce(paused, false);
-        drained := m.name = ANY (drainers);
         RETURN NEXT;
-        paused := NULL; paused_reason := NULL; paused_by := NULL; paused_at := NULL;
     END LOOP;
 END;
 $$;
@@ -300,17 +315,34 @@ $$;
 
 -- (Its earlier signature, without count_limit.)
 DROP FUNCTION IF EXISTS pgbus.dashboard_summary(interval, interval);
+DROP FUNCTION IF EXISTS pgbus.dashboard_summary(interval, interval, integer);
 
--- The home page's cards in one answer (count_limit as in queue_stats).
+-- The queue figures of pgbus.queue_stats as one JSON array, so that a page can read them once
+-- and hand them to dashboard_summary and health_verdict (counting queues is the costly part).
+CREATE OR REPLACE FUNCTION pgbus.queue_figures(
+    alive_within interval DEFAULT interval '5 minutes', count_limit integer DEFAULT NULL
+) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.queue_name), '[]')
+    FROM pgbus.queue_stats(NULL, alive_within, count_limit) x
+$$;
+
+-- The home page's cards in one answer (count_limit as in queue_stats; queue_figures: the
+-- answer of pgbus.queue_figures when the caller has it already).
 CREATE OR REPLACE FUNCTION pgbus.dashboard_summary(
     stalled_after interval DEFAULT interval '30 seconds',
     stale_after interval DEFAULT interval '5 minutes',
-    count_limit integer DEFAULT NULL
+    count_limit integer DEFAULT NULL,
+    queue_figures jsonb DEFAULT NULL
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     -- (PL/pgSQL: it reads a view, which is created after the functions.)
-    RETURN (WITH q AS (SELECT * FROM pgbus.queue_stats(NULL, stale_after, count_limit)),
+    RETURN (WITH q AS (
+             SELECT * FROM jsonb_to_recordset(
+                 coalesce(queue_figures, pgbus.queue_figures(stale_after, count_limit)))
+                 AS r(queue_name text, is_dlq boolean, depth bigint, visible bigint,
+                      paused boolean, counts_capped boolean)),
          p AS (SELECT * FROM pgbus.process_status(stalled_after, stale_after))
     SELECT jsonb_build_object(
         'queues', (SELECT count(*) FROM q WHERE NOT q.is_dlq),
@@ -319,7 +351,15 @@ BEGIN
         'paused_queues', (SELECT count(*) FROM q WHERE q.paused),
         'processes', (SELECT count(*) FROM p WHERE p.status = 'healthy'),
         'stale_processes', (SELECT count(*) FROM p WHERE p.status <> 'healthy'),
-        'failed', (SELECT count(*) FROM pgbus.job_failures),
+        -- Failed jobs: counted up to count_limit, PostgreSQL's estimate above it.
+        'failed', (SELECT CASE WHEN count_limit IS NOT NULL AND n > count_limit
+                               THEN greatest(n, (SELECT c.reltuples::bigint FROM pg_class c
+                                                 WHERE c.oid = 'pgbus.job_failures'::regclass))
+                               ELSE n END
+                   FROM (SELECT count(*) AS n FROM (SELECT 1 FROM pgbus.job_failures
+                                                    LIMIT coalesce(count_limit + 1, NULL)) f) c),
+        'failed_estimated', (SELECT count_limit IS NOT NULL AND count(*) > count_limit
+                             FROM (SELECT 1 FROM pgbus.job_failures LIMIT coalesce(count_limit + 1, NULL)) f),
         'dead_letters', (SELECT coalesce(sum(q.depth), 0) FROM q WHERE q.is_dlq),
         'estimated', (SELECT coalesce(bool_or(q.counts_capped), false) FROM q),
         'throughput_per_minute', (SELECT round(count(*) / 5.0, 1) FROM pgbus.job_stats s

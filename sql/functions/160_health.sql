@@ -8,16 +8,19 @@
 --   drained, unpaused queue has a visible never-read message older than unclaimed_after).
 -- DEGRADED for: stale processes; paused queues holding backlog; backlog no worker drains;
 --   dead letters; an open transaction older than long_transaction.
--- (Its earlier signature, without count_limit.)
+-- (Its earlier signatures.)
 DROP FUNCTION IF EXISTS pgbus.health_verdict(interval, interval, interval, interval);
+DROP FUNCTION IF EXISTS pgbus.health_verdict(interval, interval, interval, interval, integer);
 
--- count_limit as in queue_stats: the rules only ask whether a count is above zero.
+-- count_limit as in queue_stats (the rules only ask whether a count is above zero);
+-- queue_figures: the answer of pgbus.queue_figures when the caller has it already.
 CREATE OR REPLACE FUNCTION pgbus.health_verdict(
     stalled_after interval DEFAULT interval '30 seconds',
     stale_after interval DEFAULT interval '5 minutes',
     unclaimed_after interval DEFAULT interval '60 seconds',
     long_transaction interval DEFAULT interval '300 seconds',
-    count_limit integer DEFAULT 1000
+    count_limit integer DEFAULT 1000,
+    queue_figures jsonb DEFAULT NULL
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -32,7 +35,7 @@ DECLARE
     qs jsonb;
 BEGIN
     -- Each queue's figures are read once (counting a queue scans it).
-    qs := (SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') FROM pgbus.queue_stats(NULL, stale_after, count_limit) x);
+    qs := coalesce(queue_figures, pgbus.queue_figures(stale_after, count_limit));
 
     SELECT count(*) FILTER (WHERE p.status = 'stalled' AND p.kind = 'worker'),
            count(*) FILTER (WHERE p.status = 'stale'),

@@ -186,7 +186,15 @@ def test_a_fragment_reads_only_its_region(db_url, conn, monkeypatch):
     from pgbus.data import DataSource
 
     calls = []
-    for name in ("summary", "queues", "processes", "failed_jobs", "table_health", "health"):
+    for name in (
+        "overview",
+        "summary",
+        "queues",
+        "processes",
+        "failed_jobs",
+        "table_health",
+        "health",
+    ):
         original = getattr(DataSource, name)
 
         def spy(self, *a, _name=name, _original=original, **k):
@@ -197,3 +205,6 @@ def test_a_fragment_reads_only_its_region(db_url, conn, monkeypatch):
     c = client(db_url)
     assert c.get("/?fragment=processes").status_code == 200
     assert calls == ["processes"]
+    calls.clear()
+    assert c.get("/").status_code == 200
+    assert sorted(calls) == ["failed_jobs", "overview", "processes", "table_health"]

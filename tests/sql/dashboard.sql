@@ -91,9 +91,16 @@ SELECT ok((SELECT total_messages >= 3 FROM pgbus.queue_stats('dash_q')), 'queue_
 SELECT is((SELECT count(*) FROM pgbus.queue_stats('no_such_queue')), 0::bigint, 'queue_stats: an unknown queue has no row');
 SELECT is((SELECT (depth, visible, scheduled, counts_capped)::text FROM pgbus.queue_stats('dash_q', count_limit => 3)),
           '(3,2,1,f)', 'queue_stats: a queue within count_limit is counted exactly');
-SELECT is((SELECT (depth, visible, scheduled, invisible, max_read_ct, counts_capped)::text
+SELECT is((SELECT (depth, visible, not_visible, scheduled, invisible, max_read_ct, counts_capped)::text
            FROM pgbus.queue_stats('dash_q', count_limit => 1)),
-          '(2,2,1,0,,t)', 'queue_stats: above count_limit the counts stop at count_limit + 1 and say so');
+          '(2,2,1,,,,t)', 'queue_stats: above count_limit the counts stop at count_limit + 1, without the split, and say so');
+SELECT is((SELECT (depth, visible, not_visible, scheduled, invisible, visible_unread, max_read_ct, counts_capped)::text
+           FROM pgbus.queue_stats('dash_q', count_limit => 10)),
+          (SELECT (depth, visible, not_visible, scheduled, invisible, visible_unread, max_read_ct, counts_capped)::text
+           FROM pgbus.queue_stats('dash_q')), 'queue_stats: within count_limit the figures equal the exact ones');
+SELECT is((SELECT count(*) FROM jsonb_array_elements(pgbus.queue_figures())), (SELECT count(*) FROM pgbus.queue_stats()),
+          'queue_figures: every queue as JSON');
+SELECT is(pgbus.dashboard_summary(queue_figures => '[]') ->> 'queues', '0', 'dashboard_summary reads the figures it is given');
 SELECT ok((SELECT oldest_age_seconds IS NOT NULL AND oldest_claimable_age_seconds IS NOT NULL
            FROM pgbus.queue_stats('dash_q', count_limit => 1)), 'queue_stats: ages come from the indexes when capped');
 SELECT is((pgbus.dashboard_summary(count_limit => 1) ->> 'estimated'), 'true', 'dashboard_summary says when counts are estimates');
