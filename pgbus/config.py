@@ -322,7 +322,7 @@ def from_environment(environ: Mapping[str, str] | None = None) -> Settings:
         raw = env.get(f"PGBUS_{f.name.upper()}")
         default = f.default
         parse = _ENV_PARSERS.get(type(default)) or (_ENV_PARSERS[str] if default is None else None)
-        if raw is None or parse is None or f.name == "database_url":
+        if raw is None or parse is None or f.name in ("database_url", "web_auth"):
             continue
         try:
             changes[f.name] = parse(raw.strip())

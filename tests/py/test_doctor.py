@@ -88,9 +88,43 @@ def test_dev_server_script_without_postgresql():
 
 
 def test_demo_runs_jobs_through_real_processes(db_url):
-    r = run_pgbus("demo", "--seconds", "10", env={"PGBUS_DATABASE_URL": db_url}, timeout=90)
+    import socket
+    import threading
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    seen = []
+
+    def watch():  # the dashboard answers while the demo runs
+        for _ in range(100):
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/queues", timeout=1)
+                if r.status_code == 200 and "pgbus_default" in r.text:
+                    seen.append(True)
+                    return
+            except httpx.HTTPError:
+                pass
+            threading.Event().wait(0.2)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    r = run_pgbus(
+        "demo",
+        "--seconds",
+        "10",
+        "--web-port",
+        str(port),
+        env={"PGBUS_DATABASE_URL": db_url},
+        timeout=90,
+    )
+    watcher.join(30)
     assert r.returncode == 0, r.stderr
     assert "started the supervisor" in r.stdout
+    assert f"dashboard: http://127.0.0.1:{port}/" in r.stdout
+    assert seen, "the dashboard did not answer during the demo"
     import re
 
     last = [line for line in r.stdout.splitlines() if line.startswith("[")][-1]
