@@ -245,6 +245,31 @@ class DataSource:
     def job_insights(self, period: str) -> dict[str, Any]:
         return self._value("SELECT pgbus.job_insights(%s)", (period,))
 
+    # -- recurring and deploy tasks (sql/functions/2xx) ----------------------------------
+
+    def recurring_tasks(self) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM pgbus.recurring_task_list ORDER BY key")
+
+    def recurring_task(self, key: str) -> dict[str, Any] | None:
+        return self._one("SELECT * FROM pgbus.recurring_task_list WHERE key = %s", (key,))
+
+    def recurring_executions(self, key: str, limit: int = 25) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM pgbus.recurring_executions_of(%s, %s)", (key, limit))
+
+    def fleet_status(self) -> dict[str, Any]:
+        return self._value("SELECT pgbus.fleet_status(%s)", (self._stale_after(),))
+
+    def deploy_tasks(self) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM pgbus.deploy_task_list(%s)", (self._stale_after(),))
+
+    def deploy_task(self, key: str) -> dict[str, Any] | None:
+        return self._one(
+            "SELECT * FROM pgbus.deploy_task_list(%s) WHERE key = %s", (self._stale_after(), key)
+        )
+
+    def deploy_task_runs(self, key: str, limit: int = 25) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM pgbus.deploy_task_runs_of(%s, %s)", (key, limit))
+
     # -- actions -------------------------------------------------------------------------
 
     def act(self, action: str, actor: str, **args: Any) -> Outcome:
@@ -263,6 +288,22 @@ def _param(v: Any) -> Any:
 
 # action name -> (statement, argument names in order; the actor comes last)
 ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "recurring_task_toggle": (
+        "SELECT pgbus.recurring_task_toggle(%s, %s, %s) AS outcome",
+        ("task_key", "enabled"),
+    ),
+    "recurring_task_run_now": (
+        "SELECT pgbus.recurring_task_run_now(%s, %s) AS outcome",
+        ("task_key",),
+    ),
+    "deploy_task_toggle": (
+        "SELECT pgbus.deploy_task_toggle(%s, %s, %s) AS outcome",
+        ("task_key", "enabled"),
+    ),
+    "deploy_task_run_now": (
+        "SELECT pgbus.deploy_task_run_now_by(%s, %s) AS outcome",
+        ("task_key",),
+    ),
     "queue_pause": ("SELECT pgbus.queue_pause(%s, %s, %s) AS outcome", ("queue", "reason")),
     "queue_resume": ("SELECT pgbus.queue_resume(%s, %s) AS outcome", ("queue",)),
     "queue_purge": ("SELECT pgbus.queue_purge(%s, %s) AS outcome", ("queue",)),

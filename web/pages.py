@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pgbus.web import task_pages
 from pgbus.web.app import (
     BadInput,
     Lazy,
@@ -32,6 +33,8 @@ NAV = (
     ("batches", "Batches"),
     ("processes", "Processes"),
     ("insights", "Insights"),
+    ("recurring", "Recurring"),
+    ("deploy_tasks", "Deploy tasks"),
 )
 
 
@@ -359,6 +362,7 @@ def routes(d: Dashboard) -> list[Route]:
         Route("/batches/{batch_id}", batch, name="batch"),
         Route("/processes", processes, name="processes"),
         Route("/insights", insights, name="insights"),
+        *task_pages.routes(d, NAV),
     ]
 
 
