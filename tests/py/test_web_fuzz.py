@@ -27,7 +27,24 @@ ACTIONS = {
     "queue_action": ("pause", "resume", "purge", "delete"),
     "jobs_bulk": ("retry-selected", "discard-selected", "discard-enqueued"),
     "dead_letters_bulk": ("retry-selected", "discard-selected", "retry-all", "discard-all"),
+    "recurring_action": ("run", "enable", "disable"),
+    "deploy_action": ("run", "enable", "disable"),
 }
+TASKS = {"recurring": "nightly", "deploy": "backfill"}  # a task of each kind (see declare_tasks)
+
+
+def declare_tasks(conn) -> None:
+    conn.execute(
+        "SELECT pgbus.recurring_sync(%s::jsonb)",
+        (
+            '[{"key": "nightly", "class_name": "app:Job", "schedule": "0 3 * * *",'
+            f' "queue_name": "{Q}"}}]',
+        ),
+    )
+    conn.execute(
+        "SELECT pgbus.deploy_tasks_declare(%s::jsonb)",
+        (f'[{{"key": "backfill", "class_name": "app:Job", "version": "1", "queue_name": "{Q}"}}]',),
+    )
 
 
 def param(route: Route, name: str, batch: str) -> st.SearchStrategy[str]:
@@ -53,6 +70,9 @@ def param(route: Route, name: str, batch: str) -> st.SearchStrategy[str]:
                 text,
             ),
         )
+    if name == "key":
+        own = TASKS["recurring" if route.name.startswith("recurring") else "deploy"]
+        return mostly(own, "nobody", other=text)
     assert name == "batch_id"
     return st.one_of(st.just(batch), st.just(batch), st.uuids().map(str), text)
 
@@ -92,6 +112,7 @@ def test_random_requests(db_url, conn, route):
     fail(conn, Q, ids[0])
     dead_letter(conn, Q, ids[1])
     batch = str(conn.execute("SELECT pgbus.batch_open('fuzz')").fetchone()[0])
+    declare_tasks(conn)
     c = client(db_url)
     token = csrf(c)
     post = "POST" in (route.methods or ())
@@ -139,6 +160,7 @@ def test_random_requests(db_url, conn, route):
         "msg_id": str(ids[2] if not route.name.startswith("dead_letter") else dl_id(conn)),
         "action": ACTIONS.get(route.name, ("retry", "discard"))[0],
         "batch_id": batch,
+        "key": TASKS["recurring" if route.name.startswith("recurring") else "deploy"],
     }
     path = route.path
     for name in route.param_convertors:
