@@ -9,7 +9,7 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pgbus.web.app import not_found
+from pgbus.web.app import Lazy, not_found
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -50,7 +50,7 @@ def routes(d: Dashboard, nav: tuple[tuple[str, str], ...]) -> list[Route]:
             "recurring.html",
             "recurring",
             {"recurring": "_recurring_table.html"},
-            tasks=d.data.recurring_tasks(),
+            tasks=Lazy(d.data.recurring_tasks),
         )
 
     def recurring_task(request: Request) -> Response:
@@ -64,7 +64,7 @@ def routes(d: Dashboard, nav: tuple[tuple[str, str], ...]) -> list[Route]:
             "recurring",
             {"task": "_recurring_task.html", "executions": "_recurring_executions.html"},
             task=task,
-            executions=d.data.recurring_executions(key, 25),
+            executions=Lazy(lambda: d.data.recurring_executions(key, 25)),
         )
 
     async def recurring_action(request: Request) -> Response:
@@ -90,8 +90,8 @@ def routes(d: Dashboard, nav: tuple[tuple[str, str], ...]) -> list[Route]:
             "deploy_tasks.html",
             "deploy_tasks",
             {"rollover": "_rollover.html", "tasks": "_deploy_tasks_table.html"},
-            fleet=_fleet(d.data.fleet_status()),
-            tasks=d.data.deploy_tasks(),
+            fleet=Lazy(lambda: _fleet(d.data.fleet_status())),
+            tasks=Lazy(d.data.deploy_tasks),
         )
 
     def deploy_task(request: Request) -> Response:
@@ -105,8 +105,8 @@ def routes(d: Dashboard, nav: tuple[tuple[str, str], ...]) -> list[Route]:
             "deploy_tasks",
             {"task": "_deploy_task.html", "runs": "_deploy_task_runs.html"},
             task=task,
-            fleet=_fleet(d.data.fleet_status()),
-            runs=d.data.deploy_task_runs(key, 25),
+            fleet=Lazy(lambda: _fleet(d.data.fleet_status())),
+            runs=Lazy(lambda: d.data.deploy_task_runs(key, 25)),
         )
 
     async def deploy_action(request: Request) -> Response:
