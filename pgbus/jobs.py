@@ -45,11 +45,22 @@ class JobTransaction:
     def __init__(self, stack: ExitStack) -> None:
         self._stack = stack
         self._conn: psycopg.Connection | None = None
+        self._unavailable = False
         self.commit_hooks: list[Callable[[], None]] = []
+        # time.monotonic() by which the transaction must be over (a workflow step's timeout):
+        # the server then ends it (statement and idle-in-transaction timeouts), so a hung body
+        # holds no transaction open.
+        self.deadline: float | None = None
 
     @property
     def begun(self) -> bool:
         return self._conn is not None
+
+    @property
+    def broken(self) -> bool:
+        """pgbus's own connection failed (lost, or none to be had): an infrastructure failure,
+        not the job's; what was written in the transaction is gone."""
+        return self._unavailable or (self._conn is not None and self._conn.broken)
 
     def on_commit(self, hook: Callable[[], None]) -> None:
         """Runs after this transaction commits (the worker calls them); never on rollback."""
@@ -87,8 +98,19 @@ class JobTransaction:
                 raise
             return taking, conn
 
-        taking, conn = _retry_on_dead_connection(take)
+        try:
+            taking, conn = _retry_on_dead_connection(take)
+        except psycopg.OperationalError:  # (the pool's timeout is one too)
+            self._unavailable = True
+            raise
         self._stack.enter_context(taking)
+        if self.deadline is not None:
+            ms = str(max(1, int((self.deadline - time.monotonic()) * 1000)))
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, true),"
+                " set_config('idle_in_transaction_session_timeout', %s, true)",
+                (ms, ms),
+            )
         return conn
 
 
@@ -263,6 +285,12 @@ class Job:
 
     def perform(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} must define perform()")
+
+    def recover(self, exc: BaseException) -> bool:
+        """Called by the worker after `exc` escaped perform (or the commit) and the job's
+        transaction rolled back; True when the job dealt with it (a workflow step does), False
+        to fail the job as usual."""
+        return False
 
     @property
     def executions(self) -> int:

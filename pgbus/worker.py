@@ -16,6 +16,7 @@ longer than a couple of seconds.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import math
@@ -123,6 +124,11 @@ class Worker:
         self._reader_conn: psycopg.Connection | None = None
         self._acks: queue.SimpleQueue[Ack] = queue.SimpleQueue()
         self._unstarted: list[Delivery] = []  # read ahead, cancelled at shutdown
+        # Read ahead, waiting for a thread, in reading order. Each submitted task runs the
+        # first one; a thread ending a workflow step may take the next step itself (its end
+        # marks that step's body started, saving it a transaction of its own).
+        self._pending: collections.deque[Delivery] = collections.deque()
+        self._executing = 0  # threads running a job now
         self.processed = 0
         self.failed = 0
         # Every thread holds a connection while its job runs; one more each for reads and beats.
@@ -190,6 +196,9 @@ class Worker:
         """Jobs read ahead but not started go back to the queue at once for other workers
         (with the database unreachable, they come back after the visibility timeout)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._unstarted.extend(self._pending)
+            self._pending.clear()
         if not self._unstarted:
             return
         by_queue: dict[str, list[int]] = {}
@@ -276,7 +285,7 @@ class Worker:
                 self._reader()
                 .execute(
                     "SELECT queue, msg_id, read_ct, enqueued_at, message, context"
-                    " FROM pgbus.read_jobs(%s, %s, %s, %s, %s, %s)",
+                    " FROM pgbus.read_jobs(%s, %s, %s, %s, %s, %s, %s)",
                     (
                         self.read_queues,
                         self.vt,
@@ -284,6 +293,7 @@ class Worker:
                         self.identity,
                         self.revision,
                         settings().workflow_stall_action,
+                        self._idle_threads(),
                     ),
                 )
                 .fetchall()
@@ -361,35 +371,68 @@ class Worker:
 
     # -- running -------------------------------------------------------------------------
 
+    def _idle_threads(self) -> int:
+        """Threads that would start a message read now at once: the read marks that many
+        workflow steps' bodies as started; the rest are read ahead (marked when they start)."""
+        with self._lock:
+            return max(0, self.threads - self._executing - len(self._pending))
+
     def _submit(self, d: Delivery) -> None:
         with self._lock:
             self._in_flight[(d.queue, d.msg_id)] = d
-        future = self._executor.submit(self._execute, d)
-        future.add_done_callback(lambda f: self._unstarted.append(d) if f.cancelled() else None)
+            self._pending.append(d)
+        self._executor.submit(self._run_pending)
+
+    def _run_pending(self) -> None:
+        with self._lock:
+            if not self._pending:
+                return  # (a thread ending a step took it)
+            d: Delivery | None = self._pending.popleft()
+        while d is not None:
+            d = self._execute(d)
+
+    def _reserve_next_step(self) -> Delivery | None:
+        """The next read-ahead delivery, when it is a workflow step whose body has not been
+        marked started: the calling thread runs it next, and marks it with its own step's end."""
+        with self._lock:
+            if self._stopping.is_set() or not self._pending:
+                return None
+            nxt = self._pending[0]
+            if not nxt.step or "step_id" not in nxt.step or nxt.step.get("body_started", True):
+                return None
+            return self._pending.popleft()
 
     def _finished(self, d: Delivery) -> None:
         with self._lock:
             self._in_flight.pop((d.queue, d.msg_id), None)
         self._wake.set()
 
-    def _execute(self, d: Delivery) -> None:
+    def _execute(self, d: Delivery) -> Delivery | None:
+        """Runs one delivery; answers the next one this thread took to run (see
+        _reserve_next_step), if any."""
         started = time.monotonic()
         latency_ms = self._latency_ms(d)
         cls: type[Job] | None = None
         acknowledged_later = False
+        taken: list[Delivery] = []
+        with self._lock:
+            self._executing += 1
         try:
             cls = job_class(d.job_name)
             # (A workflow step's redeliveries are the stall logic's business, not this gate's.)
             if d.step is None and d.read_ct > retry_policy(cls)["max_retries"] + 1:
                 self._dead_letter_unrun(d)
-                return
+                return None
             args, kwargs = load_arguments(d.message)
-            acknowledged_later = self._run(cls, d, args, kwargs, started, latency_ms)
+            acknowledged_later = self._run(cls, d, args, kwargs, started, latency_ms, taken)
         except Exception as exc:
             self._failed(d, cls, exc, started)
         finally:
+            with self._lock:
+                self._executing -= 1
             if not acknowledged_later:
                 self._finished(d)
+        return taken[0] if taken else None
 
     def _run(
         self,
@@ -399,12 +442,26 @@ class Worker:
         kwargs: dict,
         started: float,
         latency_ms: int,
+        taken: list[Delivery],
     ) -> bool:
-        """Runs the job; True when its completion went to the bulk acknowledger."""
+        """Runs the job; True when its completion went to the bulk acknowledger. A workflow
+        step may take the next read-ahead step for this thread: it goes into `taken`."""
         job = cls()
         job.step_context = d.step
         job.msg_id, job.read_ct, job.enqueued_at = d.msg_id, d.read_ct, d.enqueued_at
         job.job_id = d.message.get("job_id", "")
+        if d.step is not None:
+
+            def reserve() -> Delivery | None:
+                nxt = self._reserve_next_step()
+                if nxt is not None:
+                    taken.append(nxt)
+                return nxt
+
+            job.reserve_next = reserve
+            job.give_up = self._closed.is_set
+            job.worker_identity = self.identity
+            job.queue_name = d.queue
         with instrument("pgbus.executor.execute", **d.context(), enqueued_at=d.enqueued_at):
             try:
                 with ExitStack() as stack:
@@ -430,11 +487,15 @@ class Worker:
                                 settings().stats_enabled,
                             ),
                         )
-            except psycopg.Error as exc:
-                if exc.sqlstate != MESSAGE_GONE:
+            except Exception as exc:
+                if isinstance(exc, psycopg.Error) and exc.sqlstate == MESSAGE_GONE:
+                    self._finished_elsewhere(d)
+                    return False
+                if not job.recover(exc):  # (its transaction rolled back)
                     raise
-                self._finished_elsewhere(d)
                 return False
+        if taken and getattr(job, "next_marked", False):  # committed with this step's end
+            taken[0].step["body_started"] = True  # type: ignore[index]
         run_hooks(job.transaction.commit_hooks)
         self._completed(d, started)
         return False

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import time
 import types
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +23,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pgbus.config import settings
+from pgbus.db import first_line, pool
 from pgbus.errors import PgbusError
 from pgbus.instrumentation import emit
 from pgbus.jobs import Job, JobTransaction, current_transaction
@@ -228,10 +229,75 @@ def _run(wf: Workflow, spec: StepSpec) -> Outcome:
     return Outcome("complete", output=encode_payload(wf._outputs, "the step's output"))
 
 
+class StepEndRefused(Exception):
+    """workflow_end_step refused the end (stale, not current, its run moved): the step's
+    transaction rolls back, with everything the body wrote."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(f"the step's end was refused: {result.get('code')}")
+        self.result = result
+
+
+class StepTimedOut(Exception):
+    """The body returned (or failed) after the step's timeout: nothing it did commits."""
+
+
+class StepInfrastructureFailure(Exception):
+    """pgbus's own connection for the step failed while the body ran: not the body's fault."""
+
+
+# Retrying the end, or handing the attempt back, while the database is away.
+INFRA_RETRY_FOR = 120.0
+INFRA_BACKOFF_MAX = 2.0
+
+
+def _with_retries(what: str, action: Any, give_up: Any = None) -> Any:
+    """`action()`, tried again with backoff while the database is unreachable (a restart): at
+    most INFRA_RETRY_FOR seconds, or until give_up() says so; the last error then escapes."""
+    deadline = time.monotonic() + INFRA_RETRY_FOR
+    delay = 0.1
+    while True:
+        try:
+            return action()
+        except psycopg.OperationalError as exc:
+            if time.monotonic() > deadline or (give_up is not None and give_up()):
+                raise
+            log.info("%s: the database is unreachable (%s); trying again", what, first_line(exc))
+            time.sleep(delay)
+            delay = min(delay * 2, INFRA_BACKOFF_MAX)
+            with suppress(psycopg.Error):
+                pool().check()
+
+
+def _on_its_own(query: str, params: tuple[Any, ...]) -> Any:
+    """One statement in a transaction of its own on a pooled connection (not the step's,
+    which may be gone); its first row."""
+    with pool().connection() as conn:
+        return conn.execute(query, params).fetchone()
+
+
 class StepJob(Job):
-    """One attempt of one workflow step (the message pgbus.workflow_schedule_step sends)."""
+    """One attempt of one workflow step (the message pgbus.workflow_schedule_step sends).
+
+    The body's writes commit only together with an accepted end of this begin of the attempt:
+    a refused end (stale, its run moved), a body that returns after the step's timeout, or a
+    lost connection rolls them back. A failure of pgbus's own connection (a server restart, no
+    connection in the pool) is never the body's: the end is tried again, or the attempt goes
+    back to scheduled and runs again; no exception policy is charged and no stall recorded.
+    """
 
     job_name = "pgbus.workflow:StepJob"
+
+    # Set by the worker: takes the next read-ahead step this thread will run, so that this
+    # step's end also marks that one's body as started (no transaction of its own). None: no
+    # such step.
+    reserve_next: Any = None
+    next_step: Any = None  # what reserve_next gave
+    next_marked: bool = False  # ... and whether this step's end marked it (once committed)
+    give_up: Any = None  # the worker is closing: stop retrying
+    worker_identity: str | None = None  # the worker that began the attempt
+    queue_name: str = ""
+    failure: Exception | None = None  # why perform raised, when it chose to
 
     def perform(self, workflow_id: str, step_id: int) -> None:
         context = self.step_context
@@ -242,13 +308,27 @@ class StepJob(Job):
                 f"step {step_id} of {workflow_id} could not begin: "
                 f"{context['begin_error']} ({context['sqlstate']})"
             )
+        self.step_id, self.workflow_id = step_id, workflow_id
+        self.begun_at = context.get("begun_at")
         started = time.monotonic()
+        timeout = context.get("timeout")
+        deadline = started + float(timeout) if timeout else None
         step = {
             "workflow_id": workflow_id,
             "workflow_class": context["workflow_class"],
             "step": context["step_name"],
             "attempt": context["attempt"],
         }
+        self.step = step
+        if not context.get("body_started", True) and not self._mark_started():
+            log.info(
+                "workflow %s step %s: its attempt moved on before the body started; not run",
+                workflow_id,
+                step["step"],
+            )
+            self.acknowledged = True
+            return
+        self.transaction.deadline = deadline
         token = current_step.set(step)
         try:
             try:
@@ -261,28 +341,169 @@ class StepJob(Job):
                     error=error_record(exc, settings().workflow_error_backtrace_lines),
                     exception=exc,
                 )
+            if deadline is not None and time.monotonic() > deadline:
+                self.failure = StepTimedOut(
+                    f"step {step['step']} returned after its timeout ({timeout} s)"
+                )
+                raise self.failure
+            if self.transaction.broken:
+                self.failure = StepInfrastructureFailure(
+                    f"pgbus's connection for step {step['step']} failed while it ran"
+                )
+                raise self.failure from outcome.exception
+            self.next_step = self.reserve_next() if self.reserve_next is not None else None
+            params = (
+                step_id,
+                outcome.verb,
+                Jsonb(outcome.output) if outcome.output is not None else None,
+                Jsonb(outcome.error) if outcome.error else None,
+                timedelta(seconds=outcome.wait) if outcome.wait else None,
+                outcome.reason,
+                outcome.signal_id,
+                Jsonb(outcome.fan_out) if outcome.fan_out is not None else None,
+                outcome.seen_signal_id,
+                self.begun_at,
+            )
+            query = "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            if self.next_step is not None:
+                nxt = self.next_step.step
+                query += ", pgbus.workflow_steps_started(%s::bigint[], %s::timestamptz[])"
+                params += ([nxt["step_id"]], [nxt["begun_at"]])
+            self._end = (query, params)
             # In the step's transaction when the body wrote in it; else on its own, which is
-            # one round trip. (Safe to run twice: a second end of the attempt is refused, and
-            # takes no signal and opens no batch.)
-            result = self.transaction.execute_once(
-                "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    step_id,
-                    outcome.verb,
-                    Jsonb(outcome.output) if outcome.output is not None else None,
-                    Jsonb(outcome.error) if outcome.error else None,
-                    timedelta(seconds=outcome.wait) if outcome.wait else None,
-                    outcome.reason,
-                    outcome.signal_id,
-                    Jsonb(outcome.fan_out) if outcome.fan_out is not None else None,
-                    outcome.seen_signal_id,
-                ),
-            )[0]
+            # one round trip, tried again while the database is away (a second end of the same
+            # begin is refused, and takes no signal and opens no batch).
+            if self.transaction.begun:
+                row = self.transaction.execute_once(query, params)
+            else:
+                row = _with_retries(
+                    "a step's end",
+                    lambda: self.transaction.execute_once(query, params),
+                    self.give_up,
+                )
+            result = row[0]
+            if self.next_step is not None:
+                self.next_marked = self.next_step.step["step_id"] in (row[1] or [])
             self.acknowledged = True
+            if not result.get("ok"):
+                if self.transaction.begun:
+                    self.failure = StepEndRefused(result)
+                    raise self.failure
+                self._log_refused(result, rolled_back=False)
         finally:
             current_step.reset(token)
         duration = time.monotonic() - started
         self.transaction.on_commit(lambda: publish(step, outcome, result, duration))
+
+    def _mark_started(self) -> bool:
+        """A read-ahead attempt's body starts now (one statement of its own). False when the
+        attempt is no longer this begin's."""
+        marked = _with_retries(
+            "marking a step started",
+            lambda: _on_its_own(
+                "SELECT pgbus.workflow_steps_started(%s::bigint[], %s::timestamptz[])",
+                ([self.step_id], [self.begun_at]),
+            ),
+            self.give_up,
+        )[0]
+        return self.step_id in (marked or [])
+
+    def _log_refused(self, result: dict[str, Any], rolled_back: bool) -> None:
+        log.warning(
+            "workflow %s step %s attempt %s: its end was refused (%s, run %s)%s",
+            self.workflow_id,
+            self.step["step"],
+            self.step["attempt"],
+            result.get("code"),
+            result.get("status"),
+            "; what its body wrote rolled back" if rolled_back else "",
+        )
+
+    def recover(self, exc: BaseException) -> bool:
+        """After the step's transaction rolled back because of `exc`."""
+        if not hasattr(self, "step"):
+            return False
+        # (Rolling back on a lost connection raises again: the first reason is the one.)
+        exc = self.failure or exc
+        self.next_marked = False  # (that mark rolled back with the end)
+        if isinstance(exc, StepEndRefused):
+            self._log_refused(exc.result, rolled_back=True)
+            # The refusal's own bookkeeping (archive the message, record the superseded end)
+            # without the body's writes; refused again, harmlessly, when there is none to do.
+            query, params = self._end
+            try:
+                _with_retries(
+                    "a refused step's end",
+                    lambda: _on_its_own(query, params),
+                    self.give_up,
+                )
+            except psycopg.Error as db_exc:
+                report_error(db_exc, {"action": "workflow_end_step", **self.step})
+            return True
+        if isinstance(exc, StepTimedOut):
+            log.warning(
+                "workflow %s step %s attempt %s: %s; what it did rolled back",
+                self.workflow_id,
+                self.step["step"],
+                self.step["attempt"],
+                exc,
+            )
+            action = settings().workflow_stall_action
+            try:
+                status = _with_retries(
+                    "timing out a step",
+                    lambda: _on_its_own(
+                        "SELECT pgbus.workflow_time_out_step(%s, %s, %s)",
+                        (self.step_id, self.begun_at, action),
+                    ),
+                    self.give_up,
+                )[0]
+            except psycopg.Error as db_exc:  # the sweep stalls it instead
+                report_error(db_exc, {"action": "workflow_time_out_step", **self.step})
+                return True
+            if status is not None:
+                emit(
+                    "pgbus.workflow.stall_detected",
+                    workflow_class=self.step["workflow_class"],
+                    workflow_id=self.workflow_id,
+                    step=self.step["step"],
+                    detection="timeout",
+                    action=action,
+                )
+            return True
+        if isinstance(exc, (StepInfrastructureFailure, psycopg.OperationalError)):
+            # The end may or may not have committed: hand the attempt back (nothing changes
+            # when it did commit) and let its message come back at once.
+            log.warning(
+                "workflow %s step %s attempt %s: the database connection failed (%s);"
+                " the attempt runs again",
+                self.workflow_id,
+                self.step["step"],
+                self.step["attempt"],
+                first_line(exc),
+            )
+            self.release()
+            return True
+        return False
+
+    def release(self) -> None:
+        """Back to scheduled (this begin only, if still current) and its message visible now."""
+
+        def run() -> None:
+            with pool().connection() as c, c.transaction():
+                c.execute(
+                    "SELECT pgbus.workflow_release_steps(%s::bigint[], %s)",
+                    ([self.step_id], self.worker_identity),
+                )
+                c.execute(
+                    "SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)",
+                    (self.queue_name, [self.msg_id]),
+                )
+
+        try:
+            _with_retries("handing a step back", run, self.give_up)
+        except psycopg.Error as db_exc:  # its message comes back after the visibility timeout
+            report_error(db_exc, {"action": "workflow_release_steps", **self.step})
 
 
 def publish(

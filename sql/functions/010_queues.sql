@@ -131,9 +131,10 @@ DROP FUNCTION IF EXISTS pgbus.read_jobs(text[], integer, integer);
 -- step's message begins its attempt in the same transaction (pgbus.workflow_begin_step, with
 -- `worker` and `app_revision` recorded on it) and carries the attempt's context; one with
 -- nothing to run (stale, not due, stalled) is left out.
+DROP FUNCTION IF EXISTS pgbus.read_jobs(text[], integer, integer, text, text, text);
 CREATE OR REPLACE FUNCTION pgbus.read_jobs(
     queues text[], vt_seconds integer, qty integer, worker text DEFAULT NULL,
-    app_revision text DEFAULT NULL, stall_action text DEFAULT 'pause'
+    app_revision text DEFAULT NULL, stall_action text DEFAULT 'pause', start_now integer DEFAULT NULL
 ) RETURNS TABLE (queue text, msg_id bigint, read_ct integer, enqueued_at timestamptz,
                  vt timestamptz, message jsonb, context jsonb)
 LANGUAGE plpgsql AS $$
@@ -141,6 +142,7 @@ DECLARE
     q text;
     r record;
     remaining integer := qty;
+    returned integer := 0;
 BEGIN
     IF vt_seconds IS NULL OR vt_seconds < 1 OR qty IS NULL OR qty < 0 THEN
         RAISE EXCEPTION 'pgbus: read_jobs needs vt_seconds >= 1 and qty >= 0'
@@ -157,7 +159,8 @@ BEGIN
             IF r.message ->> 'job_class' = pgbus.step_job_class() THEN
                 BEGIN
                     context := pgbus.workflow_begin_step(q, r.msg_id, r.message, worker,
-                                                         read_jobs.app_revision, stall_action);
+                                                         read_jobs.app_revision, stall_action,
+                                                         start_now IS NULL OR returned < start_now);
                 EXCEPTION WHEN OTHERS THEN
                     -- One step that cannot begin must not stop the others: its StepJob fails
                     -- in the worker like any job (retried with backoff, then dead-lettered).
@@ -171,6 +174,9 @@ BEGIN
             enqueued_at := r.enqueued_at;
             vt := r.vt;
             message := r.message;
+            IF context IS NULL OR NOT context ? 'stalled' THEN
+                returned := returned + 1;
+            END IF;
             RETURN NEXT;
         END LOOP;
     END LOOP;

@@ -61,15 +61,24 @@ BEGIN
 END;
 $$;
 
+-- (Its earlier signature, without body_started.)
+DROP FUNCTION IF EXISTS pgbus.workflow_begin_step(text, bigint, jsonb, text, text, text);
+
 -- Called for every StepJob message a worker reads (by pgbus.read_jobs, in the same
 -- transaction). Answers the attempt's context to run it; {"stalled": true, ...} when the
--- message came back while its attempt ran (its worker died: the stall action applied, the
+-- message came back while its attempt's body ran (its worker died: the stall action applied, the
 -- message is archived); or NULL when there is nothing to run: the message was stale
 -- (archived), the attempt is not due yet (hidden until it is), or the step is unknown (the run
 -- paused with StepNotDefined) or a gravestone (skipped).
+-- `body_started`: the caller starts the body at once (true) or holds the message to run later
+-- (false: pgbus.workflow_steps_started marks it when its body starts). An attempt whose body
+-- never started is no stall when its message comes back: it is begun afresh (or, its run paused
+-- meanwhile, superseded so that resume sends it again). Every begin gets a new started_at, the
+-- attempt's token: pgbus.workflow_end_step(begun_at => ...) accepts the end of the current
+-- begin only.
 CREATE OR REPLACE FUNCTION pgbus.workflow_begin_step(
     queue text, msg_id bigint, message jsonb, worker text DEFAULT NULL,
-    app_revision text DEFAULT NULL, stall_action text DEFAULT 'pause'
+    app_revision text DEFAULT NULL, stall_action text DEFAULT 'pause', body_started boolean DEFAULT true
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -77,6 +86,7 @@ DECLARE
     attempt pgbus.workflow_steps;
     digest text;
     step jsonb;
+    begun timestamptz;
 BEGIN
     -- The reader holds the message's row lock; waiting for the run's lock here while an
     -- operator or a step's end holds it and waits for the message would deadlock. So a busy
@@ -94,17 +104,42 @@ BEGIN
     SELECT * INTO attempt FROM pgbus.workflow_steps s
     WHERE s.step_id = (message -> 'kwargs' ->> 'step_id')::bigint;
     IF run.workflow_id IS NULL OR attempt.step_id IS NULL OR attempt.step_id IS DISTINCT FROM run.current_step_id
-       OR attempt.status NOT IN ('scheduled', 'running') OR run.status NOT IN ('ready', 'running') THEN
+       OR attempt.status NOT IN ('scheduled', 'running') THEN
         PERFORM pgbus.queue_archive(queue, msg_id);  -- stale: superseded, or its run moved on or is gone
         RETURN NULL;
     END IF;
     IF attempt.status = 'running' THEN
-        PERFORM pgbus.queue_archive(queue, msg_id);
-        RETURN jsonb_build_object(
-            'stalled', true, 'detection', 'redelivery', 'action', stall_action,
-            'status', pgbus.workflow_stall(run, attempt, 'redelivery', stall_action),
-            'workflow_id', run.workflow_id, 'workflow_class', run.workflow_class,
-            'step_name', attempt.step_name, 'attempt', attempt.attempt);
+        -- The message came back while its attempt was running: its worker died (or lost it).
+        IF run.status NOT IN ('ready', 'running', 'paused') THEN
+            -- The run ended (cancelled) while the step ran: the attempt ends with it.
+            PERFORM pgbus.workflow_abandon(attempt.step_id);
+            PERFORM pgbus.queue_archive(queue, msg_id);
+            RETURN NULL;
+        ELSIF attempt.body_started_at IS NOT NULL THEN
+            -- Its body ran: a stall, also while the run is paused (resume then sends the step
+            -- again instead of waiting for a worker that is gone).
+            PERFORM pgbus.queue_archive(queue, msg_id);
+            RETURN jsonb_build_object(
+                'stalled', true, 'detection', 'redelivery', 'action', stall_action,
+                'status', pgbus.workflow_stall(run, attempt, 'redelivery', stall_action),
+                'workflow_id', run.workflow_id, 'workflow_class', run.workflow_class,
+                'step_name', attempt.step_name, 'attempt', attempt.attempt);
+        ELSIF run.status = 'paused' THEN
+            -- Read ahead, never started, and the run paused meanwhile: out of play, as pause does
+            -- to a scheduled attempt; resume sends the step again.
+            UPDATE pgbus.workflow_steps SET status = 'superseded', ended_at = clock_timestamp()
+            WHERE step_id = attempt.step_id;
+            PERFORM pgbus.workflow_event(run.workflow_id, 'step_released', attempt.step_id, NULL,
+                                         'its worker stopped before the step began',
+                                         jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,
+                                                            'worker', attempt.worker));
+            PERFORM pgbus.queue_archive(queue, msg_id);
+            RETURN NULL;
+        END IF;
+        -- Read ahead and never started: it simply runs now (begun afresh below).
+    ELSIF run.status NOT IN ('ready', 'running') THEN
+        PERFORM pgbus.queue_archive(queue, msg_id);  -- stale: its run is paused, waiting or over
+        RETURN NULL;
     END IF;
     IF attempt.scheduled_at > clock_timestamp() THEN  -- rescheduled after it was sent
         PERFORM pgmq.set_vt(queue, msg_id, attempt.scheduled_at);
@@ -114,9 +149,11 @@ BEGIN
     SELECT d.digest, (SELECT s FROM jsonb_array_elements(d.steps) s WHERE s ->> 'name' = attempt.step_name)
     INTO digest, step
     FROM pgbus.workflow_definitions d WHERE d.workflow_class = run.workflow_class;
+    begun := clock_timestamp();
     UPDATE pgbus.workflow_steps
-    SET status = 'running', started_at = clock_timestamp(), worker = workflow_begin_step.worker,
-        app_revision = workflow_begin_step.app_revision
+    SET status = 'running', started_at = begun, worker = workflow_begin_step.worker,
+        app_revision = workflow_begin_step.app_revision,
+        body_started_at = CASE WHEN body_started THEN begun END
     WHERE step_id = attempt.step_id;
     UPDATE pgbus.workflows SET status = 'running', updated_at = now() WHERE workflow_id = run.workflow_id;
     PERFORM pgbus.workflow_event(run.workflow_id, 'step_started', attempt.step_id, NULL, NULL,
@@ -141,9 +178,56 @@ BEGIN
         'subject_type', run.subject_type,
         'subject_id', run.subject_id,
         'scheduled_at', attempt.scheduled_at,
+        'begun_at', begun,
+        'body_started', body_started,
+        'timeout', extract(epoch FROM attempt.timeout),
         'definition_outdated', run.definition_digest IS DISTINCT FROM digest)
         || CASE WHEN step ? 'wait_for' THEN pgbus.workflow_gate_context(run, attempt, step ->> 'wait_for')
                 ELSE '{}' END;
+END;
+$$;
+
+-- The bodies of these begun attempts start now (each named by its step id and begin token,
+-- started_at): from here on, their message coming back is a stall. Answers the step ids marked;
+-- one not among them is no longer that begin (stalled, released or begun again): its body must
+-- not run. Takes no run lock: a writer of the attempt holds the row, and the check is redone.
+CREATE OR REPLACE FUNCTION pgbus.workflow_steps_started(step_ids bigint[], begun_at timestamptz[])
+RETURNS bigint[]
+LANGUAGE sql AS $$
+    WITH marked AS (
+        UPDATE pgbus.workflow_steps s SET body_started_at = clock_timestamp()
+        FROM unnest(step_ids, begun_at) AS b(step_id, begun_at)
+        WHERE s.step_id = b.step_id AND s.status = 'running' AND s.started_at = b.begun_at
+        RETURNING s.step_id
+    )
+    SELECT coalesce(array_agg(step_id), '{}') FROM marked
+$$;
+
+-- A step's attempt ran past its timeout and its body returned (or failed) late: nothing it did
+-- commits; the attempt is stalled (detection 'timeout') and `action` applies to the run, as
+-- the sweep would. Only the begin `begun_at` is touched. Returns the run's status, or NULL when
+-- that begin was no longer current (the sweep or a redelivery got there first).
+CREATE OR REPLACE FUNCTION pgbus.workflow_time_out_step(
+    step_id bigint, begun_at timestamptz, action text DEFAULT 'pause'
+) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    run pgbus.workflows;
+    attempt pgbus.workflow_steps;
+BEGIN
+    SELECT * INTO run FROM pgbus.workflows w
+    WHERE w.workflow_id = (SELECT s.workflow_id FROM pgbus.workflow_steps s
+                           WHERE s.step_id = workflow_time_out_step.step_id)
+    FOR UPDATE;
+    SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_time_out_step.step_id;
+    IF NOT FOUND OR attempt.status <> 'running' OR attempt.step_id IS DISTINCT FROM run.current_step_id
+       OR attempt.started_at IS DISTINCT FROM begun_at THEN
+        RETURN NULL;
+    END IF;
+    IF attempt.msg_id IS NOT NULL THEN
+        PERFORM pgbus.queue_archive(attempt.queue, attempt.msg_id);
+    END IF;
+    RETURN pgbus.workflow_stall(run, attempt, 'timeout', action);
 END;
 $$;
 
@@ -173,7 +257,7 @@ BEGIN
         UPDATE pgbus.workflow_steps
         SET status = CASE WHEN run.status = 'paused' THEN 'superseded' ELSE 'scheduled' END,
             ended_at = CASE WHEN run.status = 'paused' THEN clock_timestamp() END,
-            started_at = NULL, worker = NULL, app_revision = NULL
+            started_at = NULL, body_started_at = NULL, worker = NULL, app_revision = NULL
         WHERE step_id = id;
         UPDATE pgbus.workflows SET status = 'ready', updated_at = now()
         WHERE workflow_id = run.workflow_id AND status = 'running';
@@ -245,8 +329,9 @@ BEGIN
 END;
 $$;
 
--- (Its earlier signature, without the waiting-step arguments.)
+-- (Its earlier signatures, without the waiting-step arguments, then without begun_at.)
 DROP FUNCTION IF EXISTS pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text);
+DROP FUNCTION IF EXISTS pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text, bigint, jsonb, bigint);
 
 -- Ends an attempt with the step's verb, in one transaction: the attempt's outcome, output and
 -- error; the run's transition (next step scheduled and sent, or paused, cancelled, finished,
@@ -257,7 +342,10 @@ DROP FUNCTION IF EXISTS pgbus.workflow_end_step(bigint, text, jsonb, jsonb, inte
 -- jobs: [{"queue", "job_class", "arguments", "run_at"}, ...]). Answers {"ok": true, "status":
 -- ...} or a refusal {"ok": false, "code": "stale" | "not_allowed", "status": ...}; a refused
 -- end still archives the message and records what the step did, and takes no signal and
--- opens no batch.
+-- opens no batch. `begun_at` (the context's begun_at) names the begin this end belongs to: the
+-- end of an earlier begin of the same attempt (lost in a server crash, or timed out and begun
+-- again) is refused as stale; NULL skips that check. A worker rolls back a refused end with
+-- everything its body wrote.
 CREATE OR REPLACE FUNCTION pgbus.workflow_end_step(
     step_id bigint,
     verb text,
@@ -267,7 +355,8 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_end_step(
     reason text DEFAULT NULL,
     signal_id bigint DEFAULT NULL,
     fan_out jsonb DEFAULT NULL,
-    seen_signal_id bigint DEFAULT NULL
+    seen_signal_id bigint DEFAULT NULL,
+    begun_at timestamptz DEFAULT NULL
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -293,13 +382,18 @@ BEGIN
     END IF;
     -- Read under the run's lock, which every writer of an attempt holds: this is its latest state.
     SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = workflow_end_step.step_id;
-    -- (A scheduled attempt was woken and sent again since: that message is not this one.)
-    IF attempt.msg_id IS NOT NULL AND attempt.status <> 'scheduled' THEN
-        PERFORM pgbus.queue_archive(attempt.queue, attempt.msg_id);
-    END IF;
-    IF attempt.status <> 'running' OR attempt.step_id IS DISTINCT FROM run.current_step_id THEN
-        -- Stalled, or superseded while it ran: its end changes nothing.
+    IF attempt.status <> 'running' OR attempt.step_id IS DISTINCT FROM run.current_step_id
+       OR (workflow_end_step.begun_at IS NOT NULL AND attempt.started_at IS DISTINCT FROM workflow_end_step.begun_at) THEN
+        -- Stalled, superseded while it ran, or begun again since: its end changes nothing.
+        -- (The message still belongs to whoever runs the attempt now, or, scheduled, was sent
+        -- again; only an ended attempt's is archived.)
+        IF attempt.msg_id IS NOT NULL AND attempt.status NOT IN ('scheduled', 'running') THEN
+            PERFORM pgbus.queue_archive(attempt.queue, attempt.msg_id);
+        END IF;
         RETURN jsonb_build_object('ok', false, 'code', 'stale', 'status', run.status);
+    END IF;
+    IF attempt.msg_id IS NOT NULL THEN
+        PERFORM pgbus.queue_archive(attempt.queue, attempt.msg_id);
     END IF;
     SELECT t.to_status INTO to_status FROM pgbus.workflow_transitions t
     WHERE t.kind = 'runner' AND t.verb = workflow_end_step.verb AND t.from_status = run.status;

@@ -385,10 +385,17 @@ class WaitingMachine(RuleBasedStateMachine):
             or att is None
             or sid != run["current_step_id"]
             or att["status"] not in ("scheduled", "running")
-            or run["status"] not in ("ready", "running")
+            or (att["status"] == "scheduled" and run["status"] not in ("ready", "running"))
         ):  # stale: archived, nothing else
             assert rows == []
             self.verify(before, after, {})
+            assert msg_id not in after.queue
+            return None
+        if att["status"] == "running" and run["status"] not in ("ready", "running", "paused"):
+            # Its run ended while it ran (cancelled): the attempt ends with it, nothing else.
+            assert rows == []
+            self.verify(before, after, {wf: Outcome([], run["status"])})
+            assert after.attempts[sid]["status"] == "superseded"
             assert msg_id not in after.queue
             return None
         if att["status"] == "running":  # delivered again while it ran: its worker died
@@ -768,8 +775,8 @@ class WaitingMachine(RuleBasedStateMachine):
         knows the attempt by step_id alone, which the new delivery shares: the late end would
         archive the new message (the run stays ready without one until the sweep resends
         it), or be taken for the end of the new delivery if that one is running.
-        The attempt may still run: a worker that died while its run was paused is not seen
-        (the message read again is stale then), so its late end is its real one."""
+        The attempt may still run (a worker that died while its run was cancelled is not a
+        stall), so its late end is its real one."""
         sid, msg_id = ended
         step, now = self.conn.execute(
             "SELECT step_name, msg_id FROM pgbus.workflow_steps WHERE step_id = %s", (sid,)

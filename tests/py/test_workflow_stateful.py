@@ -268,15 +268,25 @@ class WorkflowMachine(RuleBasedStateMachine):
             or att is None
             or sid != run["current_step_id"]
             or att["status"] not in ("scheduled", "running")
-            or run["status"] not in ("ready", "running")
+            or (att["status"] == "scheduled" and run["status"] not in ("ready", "running"))
         ):  # stale: archived, nothing else
             assert rows == []
             exp.msgs = {msg_id}
             self.verify(before, after, exp)
             assert msg_id not in after.queue
             return None
+        if att["status"] == "running" and run["status"] not in ("ready", "running", "paused"):
+            # Its run ended while it ran (cancelled): the attempt ends with it, nothing else.
+            assert rows == []
+            exp.msgs = {msg_id}
+            exp.attempts = {sid}
+            self.verify(before, after, exp)
+            assert after.attempts[sid]["status"] == "superseded"
+            assert msg_id not in after.queue
+            return None
         if att["status"] == "running":  # delivered again while it ran: its worker died
-            assert run["status"] == "running"
+            # (Every body read here started at once: a stall, also while the run is paused.)
+            assert run["status"] in ("running", "paused")
             assert len(rows) == 1
             context = rows[0]["context"]
             status = self.expect_stall(exp, run, att, stall_action, archived=True)

@@ -28,8 +28,8 @@ SELECT has_function('pgbus', 'job_envelope', ARRAY['text', 'text', 'jsonb', 'tim
                     'pgbus.job_envelope(text, text, jsonb, timestamptz, uuid) exists');
 SELECT has_function('pgbus', 'enqueue', ARRAY['text', 'text', 'jsonb[]', 'timestamp with time zone', 'uuid'],
                     'pgbus.enqueue(text, text, jsonb[], timestamptz, uuid) exists');
-SELECT has_function('pgbus', 'read_jobs', ARRAY['text[]', 'integer', 'integer', 'text', 'text', 'text'],
-                    'pgbus.read_jobs(text[], integer, integer, text, text, text) exists');
+SELECT has_function('pgbus', 'read_jobs', ARRAY['text[]', 'integer', 'integer', 'text', 'text', 'text', 'integer'],
+                    'pgbus.read_jobs(text[], integer, integer, text, text, text, integer) exists');
 SELECT has_function('pgbus', 'extend_visibility', ARRAY['text', 'bigint[]', 'integer'],
                     'pgbus.extend_visibility(text, bigint[], integer) exists');
 SELECT has_function('pgbus', 'retry_delay', ARRAY['integer', 'interval', 'interval', 'double precision'],

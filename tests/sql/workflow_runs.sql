@@ -4,7 +4,7 @@
 -- events each writes.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(271);
+SELECT plan(276);
 
 -- Every scenario has its own class and queue ('t_wfr_<name>'), so that reading one scenario's
 -- step begins no other.
@@ -66,12 +66,12 @@ SELECT has_function('pgbus', 'workflow_register', ARRAY['text', 'jsonb', 'text',
 SELECT has_function('pgbus', 'workflow_next_step', ARRAY['text', 'text'], 'pgbus.workflow_next_step(text, text) exists');
 SELECT has_function('pgbus', 'workflow_start', ARRAY['text', 'text', 'text', 'jsonb', 'text', 'text', 'uuid'],
                     'pgbus.workflow_start(text, text, text, jsonb, text, text, uuid) exists');
-SELECT has_function('pgbus', 'workflow_begin_step', ARRAY['text', 'bigint', 'jsonb', 'text', 'text', 'text'],
-                    'pgbus.workflow_begin_step(text, bigint, jsonb, text, text, text) exists');
-SELECT has_function('pgbus', 'workflow_end_step', ARRAY['bigint', 'text', 'jsonb', 'jsonb', 'interval', 'text', 'bigint', 'jsonb', 'bigint'],
-                    'pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text, bigint, jsonb, bigint) exists');
-SELECT has_function('pgbus', 'read_jobs', ARRAY['text[]', 'integer', 'integer', 'text', 'text', 'text'],
-                    'pgbus.read_jobs(text[], integer, integer, text, text, text) exists');
+SELECT has_function('pgbus', 'workflow_begin_step', ARRAY['text', 'bigint', 'jsonb', 'text', 'text', 'text', 'boolean'],
+                    'pgbus.workflow_begin_step(text, bigint, jsonb, text, text, text, boolean) exists');
+SELECT has_function('pgbus', 'workflow_end_step', ARRAY['bigint', 'text', 'jsonb', 'jsonb', 'interval', 'text', 'bigint', 'jsonb', 'bigint', 'timestamptz'],
+                    'pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text, bigint, jsonb, bigint, timestamptz) exists');
+SELECT has_function('pgbus', 'read_jobs', ARRAY['text[]', 'integer', 'integer', 'text', 'text', 'text', 'integer'],
+                    'pgbus.read_jobs(text[], integer, integer, text, text, text, integer) exists');
 SELECT is(pgbus.step_job_class(), 'pgbus.workflow:StepJob', 'step_job_class is pgbus.workflow:StepJob');
 
 -------------------------------------------------------------------------------------------------
@@ -332,12 +332,18 @@ SELECT results_eq(
     $$SELECT queue, msg_id, read_ct, message ->> 'job_class', vt > clock_timestamp() FROM t_reads WHERE tag = 'begin'$$,
     $$VALUES ('t_wfr_begin'::text, (pg_temp.att(pg_temp.cur('begin'))).msg_id, 1, pgbus.step_job_class(), true)$$,
     'read_jobs: the row is the attempt''s message, read once and hidden');
-SELECT is(pg_temp.ctx('begin'),
+SELECT is(pg_temp.ctx('begin') - 'begun_at' - 'body_started' - 'timeout',
           jsonb_build_object('workflow_id', pg_temp.run('begin'), 'workflow_class', 't_wfr_begin',
                              'step_id', pg_temp.cur('begin'), 'step_name', 'a', 'attempt', 1,
                              'arguments', '{"k": "v"}'::jsonb, 'subject_type', 'Order', 'subject_id', '7',
                              'scheduled_at', (pg_temp.att(pg_temp.cur('begin'))).scheduled_at, 'definition_outdated', false),
           'workflow_begin_step: the context has the run, class, step, attempt, arguments, subject, schedule, definition_outdated');
+SELECT is((pg_temp.ctx('begin') ->> 'begun_at')::timestamptz, (pg_temp.att(pg_temp.cur('begin'))).started_at,
+          'workflow_begin_step: ... begun_at, the begin''s token, is the attempt''s started_at');
+SELECT is(pg_temp.ctx('begin') -> 'body_started', 'true'::jsonb,
+          'workflow_begin_step: ... body_started (the default: the caller starts the body at once)');
+SELECT is((pg_temp.att(pg_temp.cur('begin'))).body_started_at, (pg_temp.att(pg_temp.cur('begin'))).started_at,
+          'workflow_begin_step: ... and the attempt''s body_started_at is set');
 SELECT is(pg_temp.cur('begin'), (pg_temp.marked('begin_step'))::bigint, 'workflow_begin_step: the attempt stays current');
 SELECT results_eq(
     $$SELECT status, started_at IS NOT NULL AND started_at <= clock_timestamp(), worker, app_revision, ended_at
@@ -393,7 +399,9 @@ SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stale3', (pg_temp.att(pg_temp.cur('s
 DO $d$ BEGIN PERFORM pg_temp.mark('stale3_state', pg_temp.state('stale3')); END $d$;
 SELECT is(pg_temp.read('stale3_again', 'stale3'), 0, 'workflow_begin_step: the message of a cancelled run is not returned');
 SELECT is(pg_temp.has_amsg(pg_temp.cur('stale3'), 'a'), true, 'workflow_begin_step: ... it is archived');
-SELECT is(pg_temp.state('stale3'), pg_temp.marked('stale3_state'), 'workflow_begin_step: ... and the run is untouched (no stall)');
+SELECT is(pg_temp.state('stale3') -> 'run', pg_temp.marked('stale3_state') -> 'run', 'workflow_begin_step: ... and the run is untouched (no stall)');
+SELECT is((pg_temp.att(pg_temp.cur('stale3'))).status, 'superseded', 'workflow_begin_step: ... its running attempt ends with the run (superseded)');
+SELECT is(pg_temp.events('stale3') ~ 'stall', false, 'workflow_begin_step: ... no stall event');
 
 -- (4) A message whose run is gone.
 DO $d$ BEGIN PERFORM pg_temp.mark('stale4', to_jsonb((SELECT e FROM pgbus.enqueue('t_wfr_stale4', pgbus.step_job_class(),

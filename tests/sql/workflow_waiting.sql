@@ -182,8 +182,8 @@ SELECT has_function('pgbus', 'workflow_time_out', ARRAY['pgbus.workflows', 'pgbu
 SELECT has_function('pgbus', 'workflow_fan_out_finished', ARRAY['bigint', 'text'], 'pgbus.workflow_fan_out_finished(bigint, text) exists');
 SELECT has_function('pgbus', 'workflow_expire_wait', ARRAY['uuid', 'text'], 'pgbus.workflow_expire_wait(uuid, text) exists');
 SELECT has_function('pgbus', 'workflow_end_step',
-                    ARRAY['bigint', 'text', 'jsonb', 'jsonb', 'interval', 'text', 'bigint', 'jsonb', 'bigint'],
-                    'pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text, bigint, jsonb, bigint) exists');
+                    ARRAY['bigint', 'text', 'jsonb', 'jsonb', 'interval', 'text', 'bigint', 'jsonb', 'bigint', 'timestamptz'],
+                    'pgbus.workflow_end_step(bigint, text, jsonb, jsonb, interval, text, bigint, jsonb, bigint, timestamptz) exists');
 SELECT hasnt_function('pgbus', 'workflow_end_step', ARRAY['bigint', 'text', 'jsonb', 'jsonb', 'interval', 'text'],
                       'the earlier workflow_end_step(bigint, text, jsonb, jsonb, interval, text) is gone');
 SELECT is(pgbus.workflow_batch_job_class(), 'pgbus.workflow:BatchFinishedJob', 'the fan-out callback class is pgbus.workflow:BatchFinishedJob');
@@ -225,7 +225,7 @@ SELECT lives_ok($$UPDATE pgbus.workflow_steps SET status = 'waiting' WHERE workf
 -- Parking at a signal gate (workflow_end_step 'park')
 -------------------------------------------------------------------------------------------------
 DO $d$ BEGIN PERFORM pg_temp.go('gate', pg_temp.gate(3600)); END $d$;
-SELECT is(pg_temp.ctx('gate') - 'step_id' - 'workflow_id' - 'scheduled_at',
+SELECT is(pg_temp.ctx('gate') - 'step_id' - 'workflow_id' - 'scheduled_at' - 'begun_at' - 'body_started' - 'timeout',
           '{"workflow_class": "t_wfw_gate", "step_name": "capture", "attempt": 1, "arguments": {}, "subject_type": null,
             "subject_id": null, "definition_outdated": false,
             "wait_for": "paid", "signals": [], "timed_out": false, "waited": false}'::jsonb,

@@ -1,0 +1,237 @@
+"""Chaos: real PostgreSQL restarts and crashes, real kill -9s of workers, a hung step. Each
+test has a cluster of its own (tests/py/throwaway_cluster.py), so restarting it disturbs
+nothing else. What must hold: no step's writes commit twice, a server restart pauses no run,
+a killed worker pauses only runs whose step body had really started, and a hung step past its
+timeout holds no transaction open and commits nothing when it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pgbus
+from pgbus.db import close_pool
+from tests.py.support import Process, wait_until, worker_process
+from tests.py.throwaway_cluster import ThrowawayCluster
+
+CHAOS = ("--import", "tests.py.chaos_workflows")
+
+
+@pytest.fixture
+def chaos_db() -> Iterator[tuple[ThrowawayCluster, str]]:
+    """A cluster of the test's own (WAL writer slow, so that an asynchronous commit stays
+    unflushed until something else commits), a migrated database, pgbus configured on it."""
+    with ThrowawayCluster(settings={"wal_writer_delay": "10s"}) as cluster:
+        url = cluster.create_database("chaos")
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute(
+                "CREATE TABLE effects (id bigserial PRIMARY KEY, kind text NOT NULL,"
+                " key text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())"
+            )
+            c.execute(
+                "CREATE TABLE body_starts (workflow_id uuid, step text, attempt int,"
+                " at timestamptz NOT NULL DEFAULT clock_timestamp())"
+            )
+        pgbus.configure(database_url=url)
+        try:
+            yield cluster, url
+        finally:
+            close_pool()
+            pgbus.config.reset()
+
+
+def start_runs(n: int, **arguments) -> list[str]:
+    from tests.py.chaos_workflows import Chaos
+
+    return [str(Chaos.start(**arguments).workflow_id) for _ in range(n)]
+
+
+def statuses(url: str) -> dict[str, int]:
+    with psycopg.connect(url) as c:
+        return dict(
+            c.execute("SELECT status, count(*) FROM pgbus.workflows GROUP BY status").fetchall()
+        )
+
+
+def duplicates(url: str) -> list[tuple]:
+    with psycopg.connect(url) as c:
+        return c.execute(
+            "SELECT kind, key, count(*) FROM effects GROUP BY kind, key HAVING count(*) > 1"
+        ).fetchall()
+
+
+def settled(url: str, total: int) -> bool:
+    s = statuses(url)
+    return s.get("finished", 0) + s.get("paused", 0) + s.get("cancelled", 0) == total
+
+
+def chaos_worker(url: str, threads: int = 4, env: dict[str, str] | None = None) -> Process:
+    return worker_process(
+        url,
+        "--queues",
+        "workflows",
+        "--threads",
+        str(threads),
+        *CHAOS,
+        env={"PGBUS_VISIBILITY_TIMEOUT": "3", **(env or {})},
+    )
+
+
+def test_an_immediate_restart_under_load_pauses_nothing_and_commits_nothing_twice(chaos_db, procs):
+    cluster, url = chaos_db
+    runs = start_runs(300, work=0.002)
+    procs.extend([chaos_worker(url), chaos_worker(url)])
+    wait_until(lambda: statuses(url).get("finished", 0) >= 30, 60, what="some runs finished")
+    cluster.restart(mode="immediate")
+    assert statuses(url).get("finished", 0) < 250, "the restart came too late to matter"
+    wait_until(lambda: settled(url, len(runs)), 120, interval=0.5, what="every run settled")
+    s = statuses(url)
+    assert s == {"finished": 300}, s
+    assert duplicates(url) == []
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT count(*) FROM effects").fetchone()[0] == 900
+    for p in procs:
+        assert "Traceback" not in p.output() or "StepStalled" not in p.output()
+
+
+def test_a_crash_right_after_a_read_does_not_let_the_step_commit_twice(chaos_db, procs):
+    """The worker reads with asynchronous commit: an immediate restart right after the read
+    loses the attempt's begin while the body runs. That body's end is refused (stale), and
+    its writes must roll back: the step runs again and writes once."""
+    cluster, url = chaos_db
+    from tests.py.chaos_workflows import CrashAfterRead
+
+    folder = Path(tempfile.mkdtemp(prefix="pgbus-crash-"))
+    runs = [str(CrashAfterRead.start(folder=str(folder)).workflow_id) for _ in range(4)]
+    # The WAL writer is held, so the read's asynchronous commit stays in shared memory until the
+    # crash (as when the server dies within wal_writer_delay of a read); no other commits
+    # (process heartbeats, visibility extensions) that would write it out meanwhile.
+    with psycopg.connect(url) as c:
+        walwriter = c.execute(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
+        ).fetchone()[0]
+    os.kill(walwriter, signal.SIGSTOP)
+    worker = chaos_worker(
+        url, env={"PGBUS_HEARTBEAT_INTERVAL": "60", "PGBUS_VISIBILITY_TIMEOUT": "30"}
+    )
+    procs.append(worker)
+    try:
+        wait_until(
+            lambda: len(list(folder.glob("started-*"))) >= 4, 30, interval=0.005, what="bodies"
+        )
+    finally:
+        os.kill(walwriter, signal.SIGKILL)  # the server crashes: it restarts from the disk
+    cluster.restart(mode="immediate")
+    (folder / "go").touch()
+    wait_until(lambda: settled(url, len(runs)), 90, interval=0.3, what="every run settled")
+    assert statuses(url) == {"finished": 4}
+    with psycopg.connect(url) as c:
+        counts = dict(
+            c.execute("SELECT kind, count(*) FROM effects GROUP BY kind ORDER BY kind").fetchall()
+        )
+    assert counts == {"first": 4, "second": 4}, counts
+    # The crash did lose begins: some bodies ran twice, yet committed once.
+    assert len(list(folder.glob("started-*"))) > 4
+    assert "its end was refused" in worker.output()
+
+
+def test_kill_9s_under_load_pause_only_runs_whose_step_body_started(chaos_db, procs):
+    """Read-ahead steps a killed worker never started simply run again; only a step whose
+    body had started is a stall (the default action pauses its run). A body "had started"
+    when it recorded its start, or was about to: marked started by pgbus in the moment
+    before the kill (between the mark and the body's first line there is a little Python)."""
+    _cluster, url = chaos_db
+    runs = start_runs(150, work=0.02, record_starts=True)
+    procs.append(chaos_worker(url))
+    kills = []
+    for _ in range(5):
+        victim = chaos_worker(url)
+        procs.append(victim)
+        victim.wait_for_output("worker started", 20)
+        time.sleep(0.6)
+        with psycopg.connect(url) as c:
+            kills.append(c.execute("SELECT clock_timestamp()").fetchone()[0])
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait(10)
+    wait_until(lambda: settled(url, len(runs)), 120, interval=0.5, what="every run settled")
+    assert duplicates(url) == []
+    with psycopg.connect(url) as c:
+        stalls = c.execute(
+            "SELECT s.workflow_id, s.step_name, s.attempt, s.body_started_at,"
+            " EXISTS (SELECT 1 FROM body_starts b WHERE b.workflow_id = s.workflow_id"
+            "         AND b.step = s.step_name AND b.attempt = s.attempt)"
+            " FROM pgbus.workflow_steps s WHERE s.status = 'stalled'"
+        ).fetchall()
+        paused_without_stall = c.execute(
+            "SELECT count(*) FROM pgbus.workflows w JOIN pgbus.workflow_steps s"
+            " ON s.step_id = w.current_step_id WHERE w.status = 'paused' AND s.status <> 'stalled'"
+        ).fetchone()[0]
+        s = statuses(url)
+        # A finished run's steps each wrote exactly once (no duplicates, none missing).
+        missing = c.execute(
+            "SELECT count(*) FROM pgbus.workflows w, unnest(ARRAY['one', 'two', 'three']) k"
+            " WHERE w.status = 'finished' AND NOT EXISTS"
+            " (SELECT 1 FROM effects e WHERE e.kind = k AND e.key = w.workflow_id::text)"
+        ).fetchone()[0]
+
+    def about_to_start(marked_at) -> bool:
+        return any(timedelta(0) <= k - marked_at <= timedelta(milliseconds=300) for k in kills)
+
+    never_started = [row for row in stalls if not row[4] and not about_to_start(row[3])]
+    assert never_started == [], never_started
+    assert paused_without_stall == 0
+    assert s.get("finished", 0) + s.get("paused", 0) == len(runs), s
+    assert missing == 0
+
+
+@pytest.mark.parametrize("in_sql", [False, True], ids=["hung_in_python", "hung_in_sql"])
+def test_a_hung_step_past_its_timeout_holds_no_transaction_and_commits_nothing(
+    chaos_db, procs, in_sql
+):
+    _cluster, url = chaos_db
+    from tests.py.chaos_workflows import Hung
+
+    folder = Path(tempfile.mkdtemp(prefix="pgbus-hung-"))
+    run = Hung.start(folder=str(folder), seconds=6, in_sql=in_sql)
+    worker = chaos_worker(url, threads=1, env={"PGBUS_VISIBILITY_TIMEOUT": "30"})
+    procs.append(worker)
+    wait_until(lambda: (folder / f"hanging-{run.workflow_id}").exists(), 20)
+    hung_at = time.monotonic()
+
+    def open_step_transactions() -> int:
+        with psycopg.connect(url) as c:
+            return c.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"
+                " AND query NOT ILIKE '%%read_jobs%%' AND query NOT ILIKE '%%LISTEN%%'"
+                " AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"
+            ).fetchone()[0]
+
+    assert open_step_transactions() >= 1  # the hung body's transaction, while in time
+    # Ended by the server shortly after the 2 s timeout, while the body still hangs (6 s).
+    wait_until(lambda: open_step_transactions() == 0, 5, interval=0.1, what="transaction ended")
+    assert time.monotonic() - hung_at < 5
+    # Its late return commits nothing; the attempt is stalled (timeout), the run paused.
+    try:
+        wait_until(lambda: statuses(url).get("paused") == 1, 20, interval=0.2, what="run paused")
+    except AssertionError:
+        raise AssertionError(worker.output()) from None
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT count(*) FROM effects").fetchone()[0] == 0
+        attempt = c.execute(
+            "SELECT status, error ->> 'class' FROM pgbus.workflow_steps WHERE workflow_id = %s",
+            (run.workflow_id,),
+        ).fetchone()
+    assert attempt == ("stalled", "pgbus.StepStalled")
+    time.sleep(0.5)
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT count(*) FROM effects").fetchone()[0] == 0
