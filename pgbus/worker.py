@@ -269,6 +269,8 @@ class Worker:
                 for d in deliveries:
                     if d.step and d.step.get("stalled"):
                         self._stall_detected(d)
+                    elif d.step and d.step.get("held"):
+                        self._held(d)
                     else:
                         self._submit(d)
                 got = len(deliveries)
@@ -556,6 +558,26 @@ class Worker:
         with self._lock:
             self.processed += 1
         emit("pgbus.job_completed", **d.context(), duration=time.monotonic() - started)
+
+    def _held(self, d: Delivery) -> None:
+        """A step message of ours came back (our visibility heartbeat lapsed, say while the
+        database was away). Still running here: the read hid it again. Lost track of: its
+        attempt goes back to scheduled and the message runs again."""
+        with self._lock:
+            if (d.queue, d.msg_id) in self._in_flight:
+                return
+        s = d.step or {}
+        try:
+            with pool().connection() as c, c.transaction():
+                c.execute(
+                    "SELECT pgbus.workflow_release_steps(%s::bigint[], %s)",
+                    ([s["step_id"]], self.identity),
+                )
+                c.execute(
+                    "SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)", (d.queue, [d.msg_id])
+                )
+        except psycopg.Error as exc:  # it comes back after the visibility timeout
+            report_error(exc, {"action": "release_held_step", **d.context()})
 
     @staticmethod
     def _stall_detected(d: Delivery) -> None:

@@ -67,7 +67,7 @@ DROP FUNCTION IF EXISTS pgbus.workflow_begin_step(text, bigint, jsonb, text, tex
 -- Called for every StepJob message a worker reads (by pgbus.read_jobs, in the same
 -- transaction). Answers the attempt's context to run it; {"stalled": true, ...} when the
 -- message came back while its attempt's body ran (its worker died: the stall action applied, the
--- message is archived); or NULL when there is nothing to run: the message was stale
+-- message is archived); {"held": true, ...} when the reading worker is the one running it; or NULL when there is nothing to run: the message was stale
 -- (archived), the attempt is not due yet (hidden until it is), or the step is unknown (the run
 -- paused with StepNotDefined) or a gravestone (skipped).
 -- `body_started`: the caller starts the body at once (true) or holds the message to run later
@@ -115,6 +115,12 @@ BEGIN
             PERFORM pgbus.workflow_abandon(attempt.step_id);
             PERFORM pgbus.queue_archive(queue, msg_id);
             RETURN NULL;
+        ELSIF attempt.worker = workflow_begin_step.worker THEN
+            -- The reader is the worker running it: alive (its visibility heartbeat lapsed, say
+            -- while the database was away). The read hid the message again; the worker checks
+            -- that it still holds the attempt.
+            RETURN jsonb_build_object('held', true, 'step_id', attempt.step_id,
+                                      'workflow_id', run.workflow_id, 'step_name', attempt.step_name);
         ELSIF attempt.body_started_at IS NOT NULL THEN
             -- Its body ran: a stall, also while the run is paused (resume then sends the step
             -- again instead of waiting for a worker that is gone).

@@ -4,7 +4,7 @@
 -- status; the begin token (begun_at) that workflow_end_step checks; workflow_time_out_step.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(69);
+SELECT plan(76);
 
 CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wsa_' || $1 $f$;
 \ir include/workflow_helpers.psql
@@ -109,11 +109,24 @@ SELECT is(pgbus.workflow_end_step(pg_temp.cur('run_ns'), 'complete', begun_at =>
           'workflow_end_step: the current begin''s end is accepted');
 SELECT is(pg_temp.attempts('run_ns'), 'a#1:completed,b#1:scheduled', 'workflow_end_step: ... and the run goes on');
 
+-- running, body started, read again by the worker running it (its heartbeat lapsed): held,
+-- nothing changes.
+DO $d$ BEGIN PERFORM pg_temp.start('held', '[{"name": "a"}]'); END $d$;
+SELECT is(pg_temp.read('held1', 'held', 1), 1, 'setup: read and started');
+SELECT lives_ok($$SELECT pg_temp.comes_back('held')$$, 'setup: its message comes back');
+DO $d$ BEGIN PERFORM pg_temp.mark('held_state', to_jsonb(pg_temp.att(pg_temp.cur('held')))); END $d$;
+SELECT is(pg_temp.read('held2', 'held', 1, 'host:1'), 1, 'read by its own worker: answered');
+SELECT is((pg_temp.ctx('held2') ->> 'held', (pg_temp.ctx('held2') ->> 'step_id')::bigint), ('true'::text, pg_temp.cur('held')),
+          'read by its own worker: ... as held, with its step id');
+SELECT is(to_jsonb(pg_temp.att(pg_temp.cur('held'))), pg_temp.marked('held_state'), 'read by its own worker: the attempt is untouched');
+SELECT is((pg_temp.amsg(pg_temp.cur('held'))).vt > clock_timestamp(), true, 'read by its own worker: the message is hidden again');
+SELECT is(pg_temp.events('held') ~ 'stall', false, 'read by its own worker: no stall');
+
 -- running, body started: a stall (the stall action applies).
 DO $d$ BEGIN PERFORM pg_temp.start('run_s', '[{"name": "a"}]'); END $d$;
 SELECT is(pg_temp.read('run_s1', 'run_s', 1), 1, 'setup: read and started');
 SELECT lives_ok($$SELECT pg_temp.comes_back('run_s')$$, 'setup: its message comes back');
-SELECT is(pg_temp.read('run_s2', 'run_s'), 1, 'running, started: the message is answered');
+SELECT is(pg_temp.read('run_s2', 'run_s', NULL, 'host:2'), 1, 'running, started: the message is answered');
 SELECT is(pg_temp.ctx('run_s2') ->> 'stalled', 'true', 'running, started: ... as a stall');
 SELECT is(((pg_temp.att(pg_temp.cur('run_s'))).status, (pg_temp.w('run_s')).status), ('stalled'::text, 'paused'::text),
           'running, started: the attempt is stalled and the run paused (stall action pause)');
@@ -124,7 +137,7 @@ DO $d$ BEGIN PERFORM pg_temp.start('pau_s', '[{"name": "a"}, {"name": "b"}]'); E
 SELECT is(pg_temp.read('pau_s1', 'pau_s', 1), 1, 'setup: read and started');
 SELECT is(pgbus.workflow_command(pg_temp.run('pau_s'), 'pause') ->> 'status', 'paused', 'setup: paused while it ran');
 SELECT lives_ok($$SELECT pg_temp.comes_back('pau_s')$$, 'setup: its message comes back');
-SELECT is(pg_temp.read('pau_s2', 'pau_s'), 1, 'paused, started: the message is answered');
+SELECT is(pg_temp.read('pau_s2', 'pau_s', NULL, 'host:2'), 1, 'paused, started: the message is answered');
 SELECT is(pg_temp.ctx('pau_s2') ->> 'stalled', 'true', 'paused, started: ... as a stall');
 SELECT is(((pg_temp.att(pg_temp.cur('pau_s'))).status, (pg_temp.w('pau_s')).status), ('stalled'::text, 'paused'::text),
           'paused, started: the attempt is stalled; the run stays paused');
@@ -140,7 +153,7 @@ DO $d$ BEGIN PERFORM pg_temp.start('pau_ns', '[{"name": "a"}]'); END $d$;
 SELECT is(pg_temp.read('pau_ns1', 'pau_ns', 0), 1, 'setup: read ahead');
 SELECT is(pgbus.workflow_command(pg_temp.run('pau_ns'), 'pause') ->> 'status', 'paused', 'setup: paused');
 SELECT lives_ok($$SELECT pg_temp.comes_back('pau_ns')$$, 'setup: its message comes back');
-SELECT is(pg_temp.read('pau_ns2', 'pau_ns'), 0, 'paused, never started: nothing to run');
+SELECT is(pg_temp.read('pau_ns2', 'pau_ns', NULL, 'host:2'), 0, 'paused, never started: nothing to run');
 SELECT is(((pg_temp.att(pg_temp.cur('pau_ns'))).status, (pg_temp.w('pau_ns')).status), ('superseded'::text, 'paused'::text),
           'paused, never started: the attempt is superseded; the run stays paused');
 SELECT is(pg_temp.events('pau_ns') ~ 'stall', false, 'paused, never started: no stall');
@@ -154,7 +167,7 @@ DO $d$ BEGIN PERFORM pg_temp.start('can', '[{"name": "a"}]'); END $d$;
 SELECT is(pg_temp.read('can1', 'can', 1), 1, 'setup: read and started');
 SELECT is(pgbus.workflow_command(pg_temp.run('can'), 'cancel') ->> 'status', 'cancelled', 'setup: cancelled while it ran');
 SELECT lives_ok($$SELECT pg_temp.comes_back('can')$$, 'setup: its message comes back');
-SELECT is(pg_temp.read('can2', 'can'), 0, 'cancelled: nothing to run');
+SELECT is(pg_temp.read('can2', 'can', NULL, 'host:2'), 0, 'cancelled: nothing to run');
 SELECT is(((pg_temp.att(pg_temp.cur('can'))).status, (pg_temp.w('can')).status), ('superseded'::text, 'cancelled'::text),
           'cancelled: the attempt is superseded; the run stays cancelled');
 SELECT is(pg_temp.has_amsg(pg_temp.cur('can'), 'a'), true, 'cancelled: the message is archived');

@@ -30,7 +30,10 @@ DECLARE
     n integer;
 BEGIN
     INSERT INTO t_reads
-    SELECT read.tag, r.* FROM pgbus.read_jobs(ARRAY[pg_temp.cls(queue)], 30, 10, 'host:1', 'rev', stall_action) r;
+    -- (A redelivery, tagged '..._again', is read by another worker than the first read.)
+    SELECT read.tag, r.* FROM pgbus.read_jobs(ARRAY[pg_temp.cls(queue)], 30, 10,
+                                              CASE WHEN tag LIKE '%again%' THEN 'host:2' ELSE 'host:1' END,
+                                              'rev', stall_action) r;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 EXCEPTION WHEN OTHERS THEN

@@ -29,7 +29,10 @@ DECLARE
     n integer;
 BEGIN
     INSERT INTO t_reads
-    SELECT read.tag, r.* FROM pgbus.read_jobs(ARRAY[pg_temp.cls(queue)], 30, 10, 'host:1', 'rev', stall_action) r;
+    -- (A redelivery, tagged '..._again', is read by another worker than the first read.)
+    SELECT read.tag, r.* FROM pgbus.read_jobs(ARRAY[pg_temp.cls(queue)], 30, 10,
+                                              CASE WHEN tag LIKE '%again%' THEN 'host:2' ELSE 'host:1' END,
+                                              'rev', stall_action) r;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 EXCEPTION WHEN OTHERS THEN
@@ -487,7 +490,7 @@ SELECT results_eq($$SELECT actor, reason FROM pgbus.workflow_events WHERE workfl
 -- an unknown stall action
 DO $d$ BEGIN PERFORM pg_temp.go('stall_x', '[{"name": "a"}]'); END $d$;
 SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stall_x', (pg_temp.att(pg_temp.cur('stall_x'))).msg_id, 0)$$, 'setup: the message comes back');
-SELECT throws_ok(format($$SELECT pgbus.workflow_begin_step('t_wfr_stall_x', %s, %L, 'host:1', 'rev', 'explode')$$,
+SELECT throws_ok(format($$SELECT pgbus.workflow_begin_step('t_wfr_stall_x', %s, %L, 'host:2', 'rev', 'explode')$$,
                         (pg_temp.att(pg_temp.cur('stall_x'))).msg_id, (pg_temp.amsg(pg_temp.cur('stall_x'))).message),
                  '22023', NULL, 'workflow_begin_step: an unknown stall action is refused (22023)');
 INSERT INTO t_runs SELECT 'stall_x2', s.* FROM pgbus.workflow_start('t_wfr_stall_x') s;
