@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import psycopg.errors
 from psycopg.types.json import Jsonb
 
 from pgbus.config import settings
@@ -423,8 +424,16 @@ class StepJob(Job):
         """After the step's transaction rolled back because of `exc`."""
         if not hasattr(self, "step"):
             return False
-        # (Rolling back on a lost connection raises again: the first reason is the one.)
+        # (Rolling back on a lost connection raises again: the first reason is the one. The
+        # server cancelling the end because the step's time was up is its timeout.)
         exc = self.failure or exc
+        deadline = self.transaction.deadline
+        if (
+            isinstance(exc, psycopg.errors.QueryCanceled)
+            and deadline
+            and time.monotonic() > deadline
+        ):
+            exc = StepTimedOut(f"step {self.step['step']} ran past its timeout")
         self.next_marked = False  # (that mark rolled back with the end)
         if isinstance(exc, StepEndRefused):
             self._log_refused(exc.result, rolled_back=True)
