@@ -4,4 +4,4 @@ a stall when its message comes back)."""
 from pgbus.migrate import schema_step
 
 steps = [schema_step("0006_step_body_started.sql")]
-__depends__ = {"0008_sql_api"}
+__depends__ = {"0009_dashboard"}
