@@ -480,6 +480,31 @@ class StepJob(Job):
                     action=action,
                 )
             return True
+        if isinstance(exc, psycopg.Error) and not isinstance(exc, psycopg.OperationalError):
+            # The end raised in SQL (a constraint the output broke, a trigger): recorded as
+            # itself, on its own, not left to look like a dead worker's.
+            error = error_record(exc, settings().workflow_error_backtrace_lines)
+            error["sqlstate"] = exc.sqlstate
+            log.error(
+                "workflow %s step %s attempt %s: its end failed in SQL (%s); the run pauses",
+                self.workflow_id,
+                self.step["step"],
+                self.step["attempt"],
+                first_line(exc),
+            )
+            try:
+                _with_retries(
+                    "recording a failed step end",
+                    lambda: _on_its_own(
+                        "SELECT pgbus.workflow_end_failed(%s, %s, %s)",
+                        (self.step_id, Jsonb(error), self.begun_at),
+                    ),
+                    self.give_up,
+                )
+            except psycopg.Error as db_exc:
+                report_error(db_exc, {"action": "workflow_end_failed", **self.step})
+            report_error(exc, {"action": "workflow_end_step", **self.step})
+            return True
         if isinstance(exc, (StepInfrastructureFailure, psycopg.OperationalError)):
             # The end may or may not have committed: hand the attempt back (nothing changes
             # when it did commit) and let its message come back at once.

@@ -105,3 +105,15 @@ class Hung(pgbus.Workflow):
         self.conn.execute(
             "INSERT INTO effects (kind, key) VALUES ('after_hang', %s)", (str(self.workflow_id),)
         )
+
+
+class EndFails(pgbus.Workflow):
+    """Its step writes, then outputs {"boom": 1}, which a trigger of the test refuses when the
+    step's end stores it: the end raises in SQL."""
+
+    @step
+    def explode(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('before_boom', %s)", (str(self.workflow_id),)
+        )
+        self.output(boom=1)

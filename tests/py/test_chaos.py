@@ -258,3 +258,37 @@ def test_a_hung_step_past_its_timeout_holds_no_transaction_and_commits_nothing(
     time.sleep(0.5)
     with psycopg.connect(url) as c:
         assert c.execute("SELECT count(*) FROM effects").fetchone()[0] == 0
+
+
+def test_a_step_end_that_raises_in_sql_is_recorded_as_itself(chaos_db, procs):
+    """Not a crash, but the same path: the end's transaction rolls back with the body's writes,
+    and the failure is recorded as itself (the run paused with the SQL error), not left for the
+    message to come back as a dead worker's stall."""
+    _cluster, url = chaos_db
+    from tests.py.chaos_workflows import EndFails
+
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(
+            "CREATE FUNCTION no_boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF NEW.output ? 'boom' THEN RAISE EXCEPTION 'no boom here'; END IF;"
+            " RETURN NEW; END $$"
+        )
+        c.execute(
+            "CREATE TRIGGER no_boom BEFORE UPDATE OF output ON pgbus.workflow_steps"
+            " FOR EACH ROW EXECUTE FUNCTION no_boom()"
+        )
+    run = EndFails.start()
+    worker = chaos_worker(url, threads=1)
+    procs.append(worker)
+    wait_until(lambda: statuses(url).get("paused") == 1, 20, interval=0.1, what="run paused")
+    with psycopg.connect(url) as c:
+        attempt = c.execute(
+            "SELECT status, error ->> 'class', error ->> 'sqlstate', error ->> 'message'"
+            " FROM pgbus.workflow_steps WHERE workflow_id = %s",
+            (run.workflow_id,),
+        ).fetchone()
+        assert c.execute("SELECT count(*) FROM effects").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM pgmq.q_pgbus_workflows").fetchone()[0] == 0
+    assert attempt[:3] == ("failed", "psycopg.errors.RaiseException", "P0001"), attempt
+    assert "no boom here" in attempt[3]
+    assert "its end failed in SQL" in worker.output()
