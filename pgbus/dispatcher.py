@@ -129,6 +129,11 @@ def default_duties() -> list[Duty]:
             lambda s: ("SELECT pgbus.cleanup_job_stats(%s)", (s.stats_retention,)),
         ),
         Duty(
+            "cleanup_operator_actions",
+            3600,
+            lambda s: ("SELECT pgbus.cleanup_operator_actions()", ()),
+        ),
+        Duty(
             "cleanup_recurring_executions",
             3600,
             lambda s: (

@@ -433,3 +433,11 @@ LANGUAGE sql AS $$
         pgbus.apply_to_messages('discard',
             pgbus.pick_messages(true, NULL, least(greatest(coalesce(max_items, 1000), 1), 1000), true)))
 $$;
+
+-- The dispatcher's duty (or pg_cron's): operator actions older than `older_than` are deleted.
+CREATE OR REPLACE FUNCTION pgbus.cleanup_operator_actions(older_than interval DEFAULT interval '90 days')
+RETURNS integer
+LANGUAGE sql AS $$
+    WITH gone AS (DELETE FROM pgbus.operator_actions WHERE at < now() - older_than RETURNING 1)
+    SELECT count(*)::integer FROM gone
+$$;

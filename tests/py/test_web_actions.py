@@ -266,3 +266,16 @@ def test_oversized_fields_are_refused(db_url, conn, field):
     )
     assert r.status_code == 413
     assert conn.execute("SELECT count(*) FROM pgbus.queue_pauses").fetchone()[0] == 0
+
+
+def test_the_dispatcher_trims_the_audit_log(db_url, conn):
+    from pgbus.dispatcher import Dispatcher, default_duties
+
+    conn.execute(
+        "INSERT INTO pgbus.operator_actions (actor, action, outcome, at) VALUES"
+        " ('dashboard:a', 'queue_pause', '{}', now() - interval '100 days'),"
+        " ('dashboard:a', 'queue_pause', '{}', now() - interval '1 day')"
+    )
+    done = Dispatcher([d for d in default_duties() if d.name == "cleanup_operator_actions"]).tick()
+    assert done["cleanup_operator_actions"] == 1
+    assert conn.execute("SELECT count(*) FROM pgbus.operator_actions").fetchone()[0] == 1

@@ -312,5 +312,12 @@ SELECT is((SELECT sum((b ->> 'success')::int + (b ->> 'failed')::int + (b ->> 'd
 SELECT is((pgbus.job_insights('30d') ->> 'bucket_seconds')::int, 21600, '30 d in 6 h buckets');
 SELECT throws_ok($$SELECT pgbus.job_insights('2y')$$, '22023', NULL, 'an unknown period is an error');
 
+-------------------------------------------------------------------------------------------------
+-- Audit log retention
+-------------------------------------------------------------------------------------------------
+INSERT INTO pgbus.operator_actions (actor, action, outcome, at) VALUES ('dashboard:old', 'queue_pause', '{}', now() - interval '91 days');
+SELECT is(pgbus.cleanup_operator_actions(), 1, 'cleanup_operator_actions: rows older than 90 days go');
+SELECT ok((SELECT count(*) FROM pgbus.operator_actions) > 0, 'newer rows stay');
+
 SELECT * FROM finish();
 ROLLBACK;
