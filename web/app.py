@@ -54,6 +54,8 @@ log = logging.getLogger("pgbus.web")
 
 HERE = Path(__file__).parent
 QUEUE_NAME = re.compile(r"^[a-z0-9_]{1,47}$")
+# ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+DIGITS = re.compile(r"[0-9]{1,19}")
 MAX_BIGINT = 2**63 - 1
 MAX_BODY = 256 * 1024  # a form bigger than this is refused before it is read
 MAX_FIELD = 4096
@@ -84,7 +86,7 @@ def queue_param(value: str | None, *, required: bool = True) -> str | None:
 
 
 def msg_id_param(value: str) -> int:
-    if not value.isdigit() or len(value) > 19 or int(value) > MAX_BIGINT:
+    if not DIGITS.fullmatch(value) or int(value) > MAX_BIGINT:
         raise not_found("No such message")
     return int(value)
 
@@ -92,7 +94,7 @@ def msg_id_param(value: str) -> int:
 def cursor_id(value: str | None) -> int | None:
     if value in (None, ""):
         return None
-    if not value.isdigit() or len(value) > 19 or int(value) > MAX_BIGINT:
+    if not DIGITS.fullmatch(value) or int(value) > MAX_BIGINT:
         raise BadInput("Bad page cursor")
     return int(value)
 
@@ -119,7 +121,7 @@ def decode_cursor(value: str | None) -> tuple[datetime, str, int] | None:
 def item_param(value: str) -> dict[str, Any]:
     """A bulk checkbox's value: "<queue>:<msg_id>"."""
     queue, _, mid = value.partition(":")
-    if not QUEUE_NAME.fullmatch(queue) or not mid.isdigit() or len(mid) > 19:
+    if not QUEUE_NAME.fullmatch(queue) or not DIGITS.fullmatch(mid):
         raise BadInput("Bad selection")
     if int(mid) > MAX_BIGINT:
         raise BadInput("Bad selection")
@@ -223,7 +225,7 @@ class Dashboard:
     async def form(self, request: Request) -> dict[str, list[str]]:
         """The POSTed form after the CSRF check (403 on a missing or wrong token)."""
         length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        if length is not None and (not DIGITS.fullmatch(length) or int(length) > MAX_BODY):
             raise BadInput("Form too large", 413)
         body = await request.body()
         if len(body) > MAX_BODY:

@@ -121,6 +121,10 @@ def test_bulk_actions_say_how_many_were_done_and_how_many_had_gone(db_url, conn)
     assert flash_text(c, "/jobs") == [("ok", "Discarded 4; 1 had already gone")]
     r = c.post("/jobs/bulk/discard-selected", data={"csrf_token": csrf(c)})
     assert r.status_code == 400 and r.text == "Nothing selected"
+    r = c.post("/jobs/bulk/discard-selected", data={"csrf_token": csrf(c), "item": f"{Q}:²"})
+    assert r.status_code == 400 and r.text == "Bad selection"
+    r = c.post(f"/dead-letters/{Q}_dlq/%C2%B2/retry", data={"csrf_token": csrf(c)})
+    assert r.status_code == 404
     too_many = [f"{Q}:{i}" for i in range(1, 1002)]
     r = c.post("/jobs/bulk/discard-selected", data={"csrf_token": csrf(c), "item": too_many})
     assert r.status_code == 400

@@ -65,7 +65,9 @@ def param(route: Route, name: str, batch: str) -> st.SearchStrategy[str]:
             "4",
             "0",
             other=st.one_of(
-                st.sampled_from(["99999999999999999999", "1e3", "-1"]),
+                st.sampled_from(
+                    ["99999999999999999999", "1e3", "-1", "²", "١٢", "\uff11"]
+                ),  # superscript, Arabic-Indic, full-width
                 st.integers(min_value=-(2**70), max_value=2**70).map(str),
                 text,
             ),
@@ -88,7 +90,9 @@ form_items = st.lists(
     st.tuples(
         st.sampled_from(["item", "reason", "queue", "return_to", "x"]),
         st.one_of(
-            st.sampled_from([f"{Q}:1", f"{Q}:3", f"{Q}_dlq:1", f"{Q}:x", ":", "/jobs", "//x"]),
+            st.sampled_from(
+                [f"{Q}:1", f"{Q}:3", f"{Q}_dlq:1", f"{Q}:x", f"{Q}:²", ":", "/jobs", "//x"]
+            ),
             text,
         ),
     ),

@@ -144,6 +144,8 @@ def test_bad_input_is_a_plain_400_or_404(db_url, busy):
         "/queues/no_such_queue": 404,
         "/jobs/pgbus_default/abc": 404,
         "/jobs/pgbus_default/99999999999999999999": 404,
+        "/jobs/pgbus_default/%C2%B2": 404,  # "²" is a digit to str.isdigit, not to int()
+        "/queues/pgbus_default?before=%C2%B2": 400,
         "/jobs/pgbus_default/424242": 404,
         "/jobs?before=garbage": 400,
         "/jobs?queue=Bad!": 404,
