@@ -88,3 +88,26 @@ def test_a_step_that_acts_on_another_run_and_finishes_emits_it_once(users, statu
             ("pgbus.workflow_finished", str(meddler.workflow_id)),
         ]
     )
+
+
+def test_a_worker_emits_nothing_for_a_rolled_back_action_and_once_for_a_kept_one(
+    users, status_events
+):
+    from tests.py.support import running_worker, wait_until
+
+    target, kept = ThreeSteps.start(n="t1"), ThreeSteps.start(n="t2")
+    for run in (target, kept):  # (so that the worker leaves them be)
+        run.pause()
+    status_events.clear()
+    failing = Meddler.start(target=str(target.workflow_id), verb="cancel", fail=True)
+    passing = Meddler.start(target=str(kept.workflow_id), verb="cancel", fail=False)
+    with running_worker(queues=["workflows"]):
+        wait_until(lambda: failing.status() == "paused" and passing.status() == "finished")
+    assert sorted(status_events) == sorted(
+        [
+            ("pgbus.workflow_paused", str(failing.workflow_id)),  # its own failure, once
+            ("pgbus.workflow_cancelled", str(kept.workflow_id)),  # the kept action, once
+            ("pgbus.workflow_finished", str(passing.workflow_id)),
+        ]
+    )
+    assert target.status() == "paused"  # the rolled-back cancel: no change, no event
