@@ -271,6 +271,8 @@ class Worker:
                         self._stall_detected(d)
                     elif d.step and d.step.get("held"):
                         self._held(d)
+                    elif d.step and d.step.get("concluded"):
+                        concluded_at_begin(d.step)
                     else:
                         self._submit(d)
                 got = len(deliveries)
@@ -666,3 +668,38 @@ class Worker:
         scheduled = d.message.get("scheduled_at")
         since = datetime.fromisoformat(scheduled) if scheduled else d.enqueued_at
         return max(0, int((datetime.now(UTC) - since).total_seconds() * 1000))
+
+
+def concluded_at_begin(context: dict[str, Any]) -> None:
+    """A step message that SQL ended when it was read, without running it: a step the
+    definition no longer has (the run paused with StepNotDefined: reported) or a gravestone
+    (skipped). The run's event goes out when its status changed."""
+    from pgbus.workflow.errors import StepNotDefined
+    from pgbus.workflow.runs import emit_status
+
+    error = context.get("error") or None
+    if error is not None:
+        log.warning(
+            "workflow %s step %s: %s; the run is paused",
+            context.get("workflow_id"),
+            context.get("step_name"),
+            error.get("message"),
+        )
+        report_error(
+            StepNotDefined(error.get("message")),
+            {
+                "action": "workflow_begin_step",
+                "workflow_id": context.get("workflow_id"),
+                "workflow_class": context.get("workflow_class"),
+                "step": context.get("step_name"),
+                "attempt": context.get("attempt"),
+            },
+        )
+    if context.get("status") != context.get("was"):
+        emit_status(
+            str(context.get("workflow_class")),
+            str(context.get("workflow_id")),
+            str(context.get("status")),
+            "pgbus",
+            (error or {}).get("class"),
+        )

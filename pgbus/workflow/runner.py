@@ -459,14 +459,15 @@ class StepJob(Job):
             )
             action = settings().workflow_stall_action
             try:
-                status = _with_retries(
+                answer = _with_retries(
                     "timing out a step",
                     lambda: _on_its_own(
-                        "SELECT pgbus.workflow_time_out_step(%s, %s, %s)",
+                        "SELECT pgbus.workflow_time_out_step_answer(%s, %s, %s)",
                         (self.step_id, self.begun_at, action),
                     ),
                     self.give_up,
                 )[0]
+                status = answer["status"]
             except psycopg.Error as db_exc:  # the sweep stalls it instead
                 report_error(db_exc, {"action": "workflow_time_out_step", **self.step})
                 return True
@@ -478,6 +479,14 @@ class StepJob(Job):
                     step=self.step["step"],
                     detection="timeout",
                     action=action,
+                )
+            if status is not None and status != answer["was"]:  # the stall action moved the run
+                emit_status(
+                    self.step["workflow_class"],
+                    self.workflow_id,
+                    status,
+                    "pgbus",
+                    "pgbus.StepStalled",
                 )
             return True
         if isinstance(exc, psycopg.Error) and not isinstance(exc, psycopg.OperationalError):
@@ -493,17 +502,26 @@ class StepJob(Job):
                 first_line(exc),
             )
             try:
-                _with_retries(
+                answer = _with_retries(
                     "recording a failed step end",
                     lambda: _on_its_own(
                         "SELECT pgbus.workflow_end_failed(%s, %s, %s)",
                         (self.step_id, Jsonb(error), self.begun_at),
                     ),
                     self.give_up,
-                )
+                )[0]
             except psycopg.Error as db_exc:
                 report_error(db_exc, {"action": "workflow_end_failed", **self.step})
+                answer = {}
             report_error(exc, {"action": "workflow_end_step", **self.step})
+            if answer.get("ok") and answer.get("was") != answer.get("status"):
+                emit_status(
+                    self.step["workflow_class"],
+                    self.workflow_id,
+                    answer["status"],
+                    "step",
+                    error["class"],
+                )
             return True
         if isinstance(exc, (StepInfrastructureFailure, psycopg.OperationalError)):
             # The end may or may not have committed: hand the attempt back (nothing changes
@@ -559,7 +577,7 @@ def publish(
         duration=duration,
         accepted=result.get("ok", False),
     )
-    if result.get("ok"):
+    if result.get("ok") and result.get("was") != result["status"]:  # (not when paused already)
         emit_status(
             cls, step["workflow_id"], result["status"], "step", (outcome.error or {}).get("class")
         )

@@ -75,7 +75,11 @@ def perform_next_step(run: WorkflowRun) -> str:
                 settings().workflow_stall_action,
             ),
         ).fetchone()[0]
-    if context is not None and not context.get("stalled"):
+    if context is not None and context.get("concluded"):
+        from pgbus.worker import concluded_at_begin
+
+        concluded_at_begin(context)
+    elif context is not None and not context.get("stalled"):
         job = StepJob()
         job.step_context = context
         job.msg_id, job.read_ct = step["msg_id"], 1

@@ -174,7 +174,7 @@ BEGIN
             enqueued_at := r.enqueued_at;
             vt := r.vt;
             message := r.message;
-            IF context IS NULL OR NOT (context ? 'stalled' OR context ? 'held') THEN
+            IF context IS NULL OR NOT (context ? 'stalled' OR context ? 'held' OR context ? 'concluded') THEN
                 returned := returned + 1;
             END IF;
             RETURN NEXT;

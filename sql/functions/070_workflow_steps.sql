@@ -126,7 +126,7 @@ BEGIN
             -- again instead of waiting for a worker that is gone).
             PERFORM pgbus.queue_archive(queue, msg_id);
             RETURN jsonb_build_object(
-                'stalled', true, 'detection', 'redelivery', 'action', stall_action,
+                'stalled', true, 'detection', 'redelivery', 'action', stall_action, 'was', run.status,
                 'status', pgbus.workflow_stall(run, attempt, 'redelivery', stall_action),
                 'workflow_id', run.workflow_id, 'workflow_class', run.workflow_class,
                 'step_name', attempt.step_name, 'attempt', attempt.attempt);
@@ -166,13 +166,22 @@ BEGIN
                                  jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,
                                                     'worker', worker));
     IF step IS NULL OR coalesce((step ->> 'removed')::boolean, false) THEN
-        PERFORM pgbus.workflow_end_step(
-            attempt.step_id,
-            CASE WHEN step IS NULL THEN 'pause' ELSE 'skip' END,
-            error => CASE WHEN step IS NULL THEN jsonb_build_object(
+        -- Ended here, not run: answered {"concluded": true, "was", "status", "error"} so that
+        -- the worker emits the run's event (paused, or finished after a last gravestone) and
+        -- reports a step the definition does not have.
+        RETURN jsonb_build_object(
+            'concluded', true, 'was', run.status,
+            'workflow_id', run.workflow_id, 'workflow_class', run.workflow_class,
+            'step_name', attempt.step_name, 'attempt', attempt.attempt,
+            'error', CASE WHEN step IS NULL THEN jsonb_build_object(
                 'class', 'pgbus.workflow.StepNotDefined',
-                'message', format('%s has no step %s', run.workflow_class, attempt.step_name)) END);
-        RETURN NULL;
+                'message', format('%s has no step %s', run.workflow_class, attempt.step_name)) END)
+            || jsonb_build_object('status', pgbus.workflow_end_step(
+                attempt.step_id,
+                CASE WHEN step IS NULL THEN 'pause' ELSE 'skip' END,
+                error => CASE WHEN step IS NULL THEN jsonb_build_object(
+                    'class', 'pgbus.workflow.StepNotDefined',
+                    'message', format('%s has no step %s', run.workflow_class, attempt.step_name)) END) ->> 'status');
     END IF;
     RETURN jsonb_build_object(
         'workflow_id', run.workflow_id,
@@ -417,6 +426,8 @@ BEGIN
         RETURN jsonb_build_object('ok', false, 'code', 'not_allowed', 'status', run.status);
     END IF;
     RETURN jsonb_build_object('ok', true, 'status', new_status, 'workflow_class', run.workflow_class,
-                              'step', attempt.step_name);
+                              'step', attempt.step_name)
+           -- (Paused by an operator while the step ran: its end changes no status, emits nothing.)
+           || CASE WHEN run.status = 'paused' THEN '{"was": "paused"}'::jsonb ELSE '{}' END;
 END;
 $$;

@@ -40,3 +40,23 @@ BEGIN
                                           'its end failed'));
 END;
 $$;
+
+-- pgbus.workflow_time_out_step (a step that returned after its timeout: stalled, the stall
+-- action applied), answered with the run's status before it, under the run's lock:
+-- {"was", "status"} (status NULL when that begin was no longer current), so that the worker
+-- emits the run's event only when the stall action moved it.
+CREATE OR REPLACE FUNCTION pgbus.workflow_time_out_step_answer(
+    step_id bigint, begun_at timestamptz, action text DEFAULT 'pause'
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    was text;
+BEGIN
+    SELECT w.status INTO was FROM pgbus.workflows w
+    WHERE w.workflow_id = (SELECT s.workflow_id FROM pgbus.workflow_steps s
+                           WHERE s.step_id = workflow_time_out_step_answer.step_id)
+    FOR UPDATE;
+    RETURN jsonb_build_object('was', was, 'status', pgbus.workflow_time_out_step(
+        workflow_time_out_step_answer.step_id, workflow_time_out_step_answer.begun_at, action));
+END;
+$$;

@@ -3,7 +3,7 @@
 -- archived), not left to look like a dead worker's.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(11);
+SELECT plan(14);
 
 CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wfe_' || $1 $f$;
 \ir include/workflow_helpers.psql
@@ -55,6 +55,20 @@ SELECT is(pgbus.workflow_end_failed((pg_temp.marked('b'))::bigint, (SELECT e FRO
           'workflow_end_failed: the failure of another begin of the attempt changes nothing');
 SELECT throws_ok($$SELECT pgbus.workflow_end_failed((pg_temp.marked('b'))::bigint, '{"message": "x"}')$$, '22023', NULL,
                  'workflow_end_failed: an error without a class is refused');
+
+
+-- workflow_time_out_step_answer: the timeout's stall, with the run's status before it.
+SELECT pg_temp.mark('t1', to_jsonb(pg_temp.go('late', '[{"name": "a"}]')));
+SELECT is(pgbus.workflow_time_out_step_answer((pg_temp.marked('t1'))::bigint,
+                                              (pg_temp.att((pg_temp.marked('t1'))::bigint)).started_at),
+          '{"was": "running", "status": "paused"}'::jsonb,
+          'workflow_time_out_step_answer: a late step stalls and pauses its running run');
+SELECT pg_temp.mark('t2', to_jsonb(pg_temp.go('late_paused', '[{"name": "a"}]')));
+SELECT is(pgbus.workflow_command(pg_temp.run('late_paused'), 'pause') ->> 'status', 'paused', 'setup: paused by an operator');
+SELECT is(pgbus.workflow_time_out_step_answer((pg_temp.marked('t2'))::bigint,
+                                              (pg_temp.att((pg_temp.marked('t2'))::bigint)).started_at),
+          '{"was": "paused", "status": "paused"}'::jsonb,
+          'workflow_time_out_step_answer: ... a run paused already stays paused (was paused: no event)');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -4,7 +4,7 @@
 -- events each writes.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(276);
+SELECT plan(278);
 
 -- Every scenario has its own class and queue ('t_wfr_<name>'), so that reading one scenario's
 -- step begins no other.
@@ -435,7 +435,7 @@ SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stall_p', (pg_temp.att(pg_temp.cur('
 SELECT is(pg_temp.read('stall_p_again', 'stall_p'), 1, 'workflow_begin_step: a redelivered running attempt returns a row');
 SELECT is(pg_temp.ctx('stall_p_again'),
           jsonb_build_object('stalled', true, 'detection', 'redelivery', 'action', 'pause', 'status', 'paused',
-                             'workflow_id', pg_temp.run('stall_p'), 'workflow_class', 't_wfr_stall_p',
+                             'was', 'running', 'workflow_id', pg_temp.run('stall_p'), 'workflow_class', 't_wfr_stall_p',
                              'step_name', 'a', 'attempt', 1),
           'workflow_begin_step: the context is {"stalled": true, "detection": "redelivery", "action": "pause", "status": "paused", ...}');
 SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('stall_p')$$,
@@ -463,7 +463,7 @@ DO $d$ BEGIN PERFORM pg_temp.mark('stall_r_a1', to_jsonb(pg_temp.cur('stall_r'))
 SELECT lives_ok($$SELECT pgmq.set_vt('t_wfr_stall_r', (pg_temp.att(pg_temp.cur('stall_r'))).msg_id, 0)$$, 'setup: the message comes back');
 SELECT is(pg_temp.read('stall_r_again', 'stall_r', 'reattempt'), 1, 'workflow_begin_step: a redelivered running attempt returns a row');
 SELECT is(pg_temp.ctx('stall_r_again') - 'workflow_id',
-          '{"stalled": true, "detection": "redelivery", "action": "reattempt", "status": "ready",
+          '{"stalled": true, "detection": "redelivery", "action": "reattempt", "status": "ready", "was": "running",
             "workflow_class": "t_wfr_stall_r", "step_name": "a", "attempt": 1}'::jsonb,
           'workflow_begin_step: stall action reattempt answers status ready');
 SELECT is(pg_temp.attempts('stall_r'), 'a#1:stalled,a#2:scheduled', 'workflow_begin_step: stall action reattempt schedules attempt 2');
@@ -510,7 +510,11 @@ SELECT is((SELECT context ->> 'step_name' FROM t_reads
 DO $d$ BEGIN PERFORM pg_temp.start('missing', '[{"name": "a"}, {"name": "b"}]'); END $d$;
 DO $d$ BEGIN PERFORM pgbus.workflow_register('t_wfr_missing', '[{"name": "b"}]', 'd2', 't_wfr_missing'); END $d$;
 DO $d$ BEGIN PERFORM pg_temp.mark('missing_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
-SELECT is(pg_temp.read('missing', 'missing'), 0, 'workflow_begin_step: a step missing from the definition is not returned');
+SELECT is(pg_temp.read('missing', 'missing'), 1, 'workflow_begin_step: a step missing from the definition is returned ...');
+SELECT is(pg_temp.ctx('missing') - 'workflow_id',
+          '{"concluded": true, "was": "ready", "status": "paused", "workflow_class": "t_wfr_missing", "step_name": "a",
+            "attempt": 1, "error": {"class": "pgbus.workflow.StepNotDefined", "message": "t_wfr_missing has no step a"}}'::jsonb,
+          'workflow_begin_step: ... as concluded, not to run: the run paused with StepNotDefined (the worker emits and reports)');
 SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('missing')$$,
                   $$VALUES ('paused'::text, 'error'::text)$$, 'workflow_begin_step: a missing step pauses the run (error)');
 SELECT results_eq(
@@ -526,7 +530,11 @@ SELECT is(pg_temp.events('missing', (pg_temp.marked('missing_ev'))::bigint), 'st
 DO $d$ BEGIN PERFORM pg_temp.start('grave', '[{"name": "a"}, {"name": "b"}]'); END $d$;
 DO $d$ BEGIN PERFORM pgbus.workflow_register('t_wfr_grave', '[{"name": "a", "removed": true}, {"name": "b"}]', 'd2', 't_wfr_grave'); END $d$;
 DO $d$ BEGIN PERFORM pg_temp.mark('grave_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
-SELECT is(pg_temp.read('grave', 'grave'), 0, 'workflow_begin_step: a gravestone step is not returned');
+SELECT is(pg_temp.read('grave', 'grave'), 1, 'workflow_begin_step: a gravestone step is returned ...');
+SELECT is(pg_temp.ctx('grave') - 'workflow_id',
+          '{"concluded": true, "was": "ready", "status": "ready", "workflow_class": "t_wfr_grave", "step_name": "a",
+            "attempt": 1, "error": null}'::jsonb,
+          'workflow_begin_step: ... as concluded, not to run: skipped, the run ready for its next step');
 SELECT is(pg_temp.attempts('grave'), 'a#1:skipped,b#1:scheduled', 'workflow_begin_step: a gravestone is skipped and the next step scheduled');
 SELECT results_eq($$SELECT status, current_step FROM pgbus.workflows WHERE workflow_id = pg_temp.run('grave')$$,
                   $$VALUES ('ready'::text, 'b'::text)$$, 'workflow_begin_step: the run is ready at the next step');
@@ -732,8 +740,8 @@ SELECT is(pgbus.workflow_command(pg_temp.run('paused_run'), 'pause', 'ops', 'loo
           'setup: the run paused while its step ran');
 DO $d$ BEGIN PERFORM pg_temp.mark('paused_run_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
 SELECT is(pg_temp.end_step(pg_temp.cur('paused_run'), 'complete', '{"out": "x"}'),
-          '{"ok": true, "status": "paused", "workflow_class": "t_wfr_paused_run", "step": "a"}'::jsonb,
-          'workflow_end_step complete on a paused run: answers ok, paused');
+          '{"ok": true, "status": "paused", "was": "paused", "workflow_class": "t_wfr_paused_run", "step": "a"}'::jsonb,
+          'workflow_end_step complete on a paused run: answers ok, paused, and that it was paused before (no event)');
 SELECT results_eq($$SELECT status, outcome, output FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('paused_run')$$,
                   $$VALUES ('completed'::text, 'complete'::text, '{"out": "x"}'::jsonb)$$,
                   'workflow_end_step complete on a paused run: the step''s completion is recorded');

@@ -300,7 +300,7 @@ SELECT is(pg_temp.end_step(pg_temp.cur('no_gate'), 'resolve') ->> 'raised', '220
 DO $d$ BEGIN PERFORM pg_temp.go('park_paused', pg_temp.gate(600)); END $d$;
 SELECT is(pg_temp.cmd('park_paused', 'pause', 'ops') ->> 'status', 'paused', 'setup: paused while the gate step ran');
 SELECT pg_temp.mark_ev('park_paused_ev');
-SELECT is(pg_temp.park('park_paused'), '{"ok": true, "status": "paused", "workflow_class": "t_wfw_park_paused", "step": "capture"}'::jsonb,
+SELECT is(pg_temp.park('park_paused'), '{"ok": true, "status": "paused", "was": "paused", "workflow_class": "t_wfw_park_paused", "step": "capture"}'::jsonb,
           'park on a paused run: answers ok, paused');
 SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('park_paused')$$,
                   $$VALUES ('paused'::text, 'manual'::text)$$, 'park on a paused run: the run stays paused (manual)');
