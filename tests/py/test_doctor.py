@@ -97,9 +97,10 @@ def test_demo_runs_jobs_through_real_processes(db_url):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     seen = []
+    demo_over = threading.Event()
 
     def watch():  # the dashboard answers while the demo runs
-        for _ in range(100):
+        while not demo_over.is_set():
             try:
                 r = httpx.get(f"http://127.0.0.1:{port}/queues", timeout=1)
                 if r.status_code == 200 and "pgbus_default" in r.text:
@@ -107,19 +108,20 @@ def test_demo_runs_jobs_through_real_processes(db_url):
                     return
             except httpx.HTTPError:
                 pass
-            threading.Event().wait(0.2)
+            demo_over.wait(0.2)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
     r = run_pgbus(
         "demo",
         "--seconds",
-        "10",
+        "15",  # room for a loaded machine: the workflows must reach their signal gate
         "--web-port",
         str(port),
         env={"PGBUS_DATABASE_URL": db_url},
         timeout=90,
     )
+    demo_over.set()
     watcher.join(30)
     assert r.returncode == 0, r.stderr
     assert "started the supervisor" in r.stdout
