@@ -65,6 +65,7 @@ from pgbus.serialization import load_arguments
 log = logging.getLogger("pgbus.worker")
 BACKTRACE_LINES = 50
 MESSAGE_GONE = "PB001"  # pgbus.job_succeeded(..., raise_if_gone => true): finished by another run
+ENDING = object()  # (in _execute's `taken`: this thread is ending a step, see Worker._ending)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +130,9 @@ class Worker:
         # marks that step's body started, saving it a transaction of its own).
         self._pending: collections.deque[Delivery] = collections.deque()
         self._executing = 0  # threads running a job now
+        # ... of them, threads ending a workflow step with nothing read ahead to take next: free
+        # within a round trip, so a read now starts its next step at once.
+        self._ending = 0
         self.processed = 0
         self.failed = 0
         # Every thread holds a connection while its job runs; one more each for reads and beats.
@@ -379,7 +383,7 @@ class Worker:
         """Threads that would start a message read now at once: the read marks that many
         workflow steps' bodies as started; the rest are read ahead (marked when they start)."""
         with self._lock:
-            return max(0, self.threads - self._executing - len(self._pending))
+            return max(0, self.threads - self._executing + self._ending - len(self._pending))
 
     def _submit(self, d: Delivery) -> None:
         with self._lock:
@@ -418,7 +422,7 @@ class Worker:
         latency_ms = self._latency_ms(d)
         cls: type[Job] | None = None
         acknowledged_later = False
-        taken: list[Delivery] = []
+        taken: list[Any] = []
         with self._lock:
             self._executing += 1
         try:
@@ -434,9 +438,11 @@ class Worker:
         finally:
             with self._lock:
                 self._executing -= 1
+                if ENDING in taken:
+                    self._ending -= 1
             if not acknowledged_later:
                 self._finished(d)
-        return taken[0] if taken else None
+        return next((t for t in taken if t is not ENDING), None)
 
     def _run(
         self,
@@ -446,7 +452,7 @@ class Worker:
         kwargs: dict,
         started: float,
         latency_ms: int,
-        taken: list[Delivery],
+        taken: list[Any],
     ) -> bool:
         """Runs the job; True when its completion went to the bulk acknowledger. A workflow
         step may take the next read-ahead step for this thread: it goes into `taken`."""
@@ -460,6 +466,10 @@ class Worker:
                 nxt = self._reserve_next_step()
                 if nxt is not None:
                     taken.append(nxt)
+                else:
+                    with self._lock:
+                        self._ending += 1
+                    taken.append(ENDING)
                 return nxt
 
             job.reserve_next = reserve
