@@ -36,6 +36,13 @@ ensure_pgtap() {
   fi
 }
 
+# Debian's chromium for the browser tests and the accessibility gate (never `playwright install`:
+# it downloads a browser build, which this project does not do).
+ensure_chromium() {
+  [ -x "${PGBUS_CHROMIUM:-/usr/bin/chromium}" ] && return 0
+  apt_install chromium
+}
+
 ensure_venv() {
   local py=${PYTHON:-python3}
   "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
