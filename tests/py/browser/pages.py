@@ -1,0 +1,35 @@
+"""Every dashboard page the browser tests visit, with real ids taken from the seeded database."""
+
+from __future__ import annotations
+
+import psycopg
+
+
+def page_paths(db_url: str) -> dict[str, str]:
+    with psycopg.connect(db_url) as conn:
+        job = conn.execute(
+            "SELECT msg_id FROM pgmq.q_default WHERE message ->> 'job_class' = 'app.jobs:ChargeCard'"
+            " ORDER BY msg_id DESC LIMIT 1"
+        ).fetchone()[0]
+        failed = conn.execute(
+            "SELECT msg_id FROM pgbus.job_failures WHERE queue_name = 'default' ORDER BY msg_id LIMIT 1"
+        ).fetchone()[0]
+        dead = conn.execute(
+            "SELECT msg_id FROM pgmq.q_default_dlq ORDER BY msg_id LIMIT 1"
+        ).fetchone()[0]
+        batch = conn.execute("SELECT batch_id FROM pgbus.batches LIMIT 1").fetchone()[0]
+    return {
+        "home": "/",
+        "queues": "/queues",
+        "queue": "/queues/default",
+        "jobs": "/jobs",
+        "jobs failed": "/jobs?status=failed",
+        "job": f"/jobs/default/{job}",
+        "failed job": f"/jobs/default/{failed}",
+        "dead letters": "/dead-letters",
+        "dead letter": f"/dead-letters/default_dlq/{dead}",
+        "batches": "/batches",
+        "batch": f"/batches/{batch}",
+        "processes": "/processes",
+        "insights": "/insights",
+    }
