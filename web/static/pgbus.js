@@ -8,7 +8,7 @@
  *  - refresh: every <section data-refresh="fragment url"> is reloaded every
  *    body[data-refresh-interval] ms by a partial request (htmx.ajax), paused while the tab is
  *    hidden, while any input[data-bulk] is checked, while a <details> inside the region is open,
- *    while keyboard focus is inside the region, and while a dialog is open;
+ *    while keyboard focus (:focus-visible) is inside the region, and while a dialog is open;
  *  - confirm: a form with data-confirm opens the #pgbus-confirm dialog (showModal) and submits
  *    only when Confirm is chosen; Escape or Cancel leaves everything as it was;
  *  - alert: #pgbus-alert, e.g. for a bulk form pressed with nothing selected;
@@ -148,6 +148,10 @@
     return n;
   }
 
+  function isBulkForm(form) {
+    return form.hasAttribute("data-bulk-form") || form.classList.contains("bulk-actions");
+  }
+
   function setupForms() {
     document.addEventListener("submit", function (event) {
       var form = event.target;
@@ -157,20 +161,21 @@
         delete form.dataset.pgbusConfirmed;
         return; // confirmed: let the browser submit it
       }
-      if (form.hasAttribute("data-bulk-form") && bulkChecked(form) === 0) {
+      var submitter = event.submitter || null;
+      if (isBulkForm(form) && bulkChecked(form) === 0) {
         event.preventDefault();
         alertDialog(form.getAttribute("data-bulk-empty") || "Select at least one row first.");
         return;
       }
-      var message = form.getAttribute("data-confirm");
+      // The sentence may sit on the form or on the button pressed (a bulk form has several).
+      var from = submitter && submitter.hasAttribute("data-confirm") ? submitter : form;
+      var message = from.getAttribute("data-confirm");
       if (!message) return;
       event.preventDefault();
-      var submitter = event.submitter || null;
       confirmDialog(
         message,
-        form.getAttribute("data-confirm-label") ||
-          (submitter && submitter.getAttribute("data-confirm-label")),
-        form.hasAttribute("data-danger") || (submitter && submitter.hasAttribute("data-danger")),
+        from.getAttribute("data-confirm-label"),
+        from.hasAttribute("data-danger") || form.hasAttribute("data-danger"),
         function (confirmed) {
           if (!confirmed || !document.contains(form)) return;
           form.dataset.pgbusConfirmed = "1";
@@ -225,10 +230,22 @@
     if (anyDialogOpen()) return "dialog";
     if (region) {
       if (region.querySelector("details[open]")) return "details-open";
+      // Keyboard focus only (a swap would drop it); a mouse click leaves focus on what was
+      // clicked, which must not stop the refresh.
       var active = document.activeElement;
-      if (active && active !== document.body && region.contains(active)) return "focus";
+      if (active && active !== document.body && region.contains(active) && focusVisible(active)) {
+        return "focus";
+      }
     }
     return null;
+  }
+
+  function focusVisible(el) {
+    try {
+      return el.matches(":focus-visible");
+    } catch (e) {
+      return true;
+    }
   }
 
   function refreshRegion(region) {

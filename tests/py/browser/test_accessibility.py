@@ -111,3 +111,22 @@ def test_home_page_screenshot_for_the_readme(dashboard, browser):
 def test_axe_is_the_pinned_version():
     head = AXE.read_text()[:200]
     assert "axe v4.14.1" in head, head
+
+
+def test_the_gate_catches_a_violation(dashboard, themed_pages):
+    """The gate is not blind: grey-on-white text and an unlabelled button on a real page fail."""
+    p = themed_pages["light"]
+    p.goto(dashboard.url + "/")
+    p.evaluate(
+        """() => {
+          const main = document.querySelector("main");
+          const bad = document.createElement("p");
+          bad.textContent = "hard to read";
+          bad.style.color = "#bbbbbb";
+          bad.style.background = "#ffffff";
+          main.prepend(bad);
+          main.prepend(document.createElement("button"));
+        }"""
+    )
+    ids = {v["id"] for v in run_axe(p)}
+    assert {"color-contrast", "button-name"} <= ids, ids
