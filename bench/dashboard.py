@@ -52,7 +52,7 @@ def done(started: float) -> None:
 def envelope(queue_expr: str) -> str:
     """SQL for a job message shaped like pgbus.job_envelope's (without its per-row call)."""
     return (
-        "jsonb_build_object('job_class', 'app.jobs:Job' || (i % 7), 'job_id', gen_random_uuid(),"
+        "jsonb_build_object('job_class', 'app.jobs:Job' || (i %% 7), 'job_id', gen_random_uuid(),"
         f" 'queue', {queue_expr}, 'args', jsonb_build_array(i), 'kwargs',"
         " jsonb_build_object('order', i, 'api_key', 'sk_bench'), 'enqueued_at', now())"
     )
@@ -94,7 +94,7 @@ def load(conn: psycopg.Connection, queues: int, messages: int, failures: int, de
                 SELECT msg_id FROM pgmq.q_{name} ORDER BY msg_id LIMIT %s
             ), hidden AS (
                 UPDATE pgmq.q_{name} q
-                SET read_ct = 1 + q.msg_id % 3, vt = now() + make_interval(secs => 30 + q.msg_id % 600)
+                SET read_ct = 1 + q.msg_id %% 3, vt = now() + make_interval(secs => 30 + q.msg_id %% 600)
                 FROM picked p WHERE q.msg_id = p.msg_id
                 RETURNING q.msg_id, q.read_ct, q.message
             )
@@ -103,7 +103,7 @@ def load(conn: psycopg.Connection, queues: int, messages: int, failures: int, de
             SELECT %s, msg_id, message ->> 'job_class', 'ConnectionError',
                    'could not reach upstream (attempt ' || read_ct || ')',
                    'app/jobs.py:12 in perform' || E'\\n' || 'pgbus/worker.py:200 in run',
-                   read_ct, now() - make_interval(secs => msg_id % 3600)
+                   read_ct, now() - make_interval(secs => msg_id %% 3600)
             FROM hidden
             """,
             (n, name),
@@ -131,9 +131,9 @@ def load(conn: psycopg.Connection, queues: int, messages: int, failures: int, de
         """
         INSERT INTO pgbus.job_stats
             (job_class, queue_name, status, duration_ms, enqueue_latency_ms, retry_count, created_at)
-        SELECT 'app.jobs:Job' || (i % 7), 'bench_q' || lpad((i % %s)::text, 2, '0'),
-               CASE WHEN i % 17 = 0 THEN 'failed' WHEN i % 101 = 0 THEN 'dead_lettered' ELSE 'success' END,
-               5 + (i * 37) % 900, (i * 11) % 5000, (i % 17 = 0)::int,
+        SELECT 'app.jobs:Job' || (i %% 7), 'bench_q' || lpad((i %% %s)::text, 2, '0'),
+               CASE WHEN i %% 17 = 0 THEN 'failed' WHEN i %% 101 = 0 THEN 'dead_lettered' ELSE 'success' END,
+               5 + (i * 37) %% 900, (i * 11) %% 5000, (i %% 17 = 0)::int,
                now() - make_interval(secs => i * 8.64)
         FROM generate_series(1, 300000) i
         """,
@@ -221,7 +221,7 @@ def page_paths(url: str, per_page: int) -> dict[str, str]:
             "SELECT batch_id FROM pgbus.batches ORDER BY created_at DESC LIMIT 1"
         ).fetchone()[0]
     # Newest first: the 10,000th page starts below the newest 9,999 pages.
-    before_10000 = newest - per_page * 9999 + 1
+    before_10000 = max(1, newest - per_page * 9999 + 1)
     return {
         "home": "/",
         "queues": "/queues",
@@ -285,11 +285,19 @@ def explain(url: str, query: str, params: object) -> None:
         for (line,) in rows:
             print("  " + line)
         if nested:
-            print("\n  statements run inside it (auto_explain):")
+            plans = []
             for n in notices:
-                if "duration:" in n and "EXPLAIN" not in n:
-                    for line in n.splitlines():
-                        print("    " + line)
+                m = re.match(r"duration: ([\d.]+) ms", n)
+                if m and "EXPLAIN (ANALYZE" not in n:
+                    plans.append((float(m.group(1)), n))
+            plans.sort(key=lambda t: -t[0])
+            print(
+                f"\n  the {min(3, len(plans))} slowest of the {len(plans)} statements run inside it"
+                f" (auto_explain; together {sum(t for t, _ in plans):.2f} ms):"
+            )
+            for _, n in plans[:3]:
+                for line in n.splitlines():
+                    print("    " + line)
 
 
 def main() -> int:
