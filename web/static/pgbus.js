@@ -98,6 +98,7 @@
       done(window.confirm(message));
       return;
     }
+    if (dialog.open) return; // one question at a time
     var text = document.getElementById("pgbus-confirm-message");
     var ok = document.getElementById("pgbus-confirm-ok");
     var cancel = document.getElementById("pgbus-confirm-cancel");
@@ -126,6 +127,7 @@
       window.alert(message);
       return;
     }
+    if (dialog.open) return;
     var text = document.getElementById("pgbus-alert-message");
     if (text) text.textContent = message;
     var opener = document.activeElement;

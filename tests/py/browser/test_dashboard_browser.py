@@ -442,3 +442,20 @@ def test_charts_render_with_a_table_beside_them(dashboard, page):
     p.locator("#theme-toggle").click()
     p.wait_for_timeout(300)
     assert page.errors == []
+
+
+def test_every_destructive_button_asks_first(dashboard, page):
+    """Purge, delete and discard (one or many) never post without the confirm dialog."""
+    p = page.page
+    seen = 0
+    for path in page_paths(dashboard.db_url).values():
+        p.goto(dashboard.url + path)
+        unconfirmed = p.evaluate(
+            """() => [...document.querySelectorAll("form[method=post] button, form[method=post] input[type=submit]")]
+              .map(b => [b, b.getAttribute("formaction") || b.form.getAttribute("action") || ""])
+              .filter(([b, action]) => /\\/(purge|delete|discard[^/]*)$/.test(action))
+              .map(([b, action]) => [action, b.hasAttribute("data-confirm") || b.form.hasAttribute("data-confirm")])"""
+        )
+        seen += len(unconfirmed)
+        assert [a for a, ok in unconfirmed if not ok] == [], path
+    assert seen > 0
