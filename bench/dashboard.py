@@ -33,7 +33,7 @@ from html import unescape
 
 import psycopg
 
-from bench.jobs import durability, scratch_database, server_url
+from bench.harness import durability, scratch_database, server_url
 
 BUDGET_MS = 50.0
 BIG = "bench_q00"
