@@ -32,4 +32,8 @@ def page_paths(db_url: str) -> dict[str, str]:
         "batch": f"/batches/{batch}",
         "processes": "/processes",
         "insights": "/insights",
+        "recurring tasks": "/recurring",
+        "recurring task": "/recurring/nightly_report",
+        "deploy tasks": "/deploy-tasks",
+        "deploy task": "/deploy-tasks/backfill_totals",
     }

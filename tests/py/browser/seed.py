@@ -65,6 +65,36 @@ def seed(url: str) -> None:
             ([Jsonb([{"row": i}]) for i in range(4)], batch),
         )
         conn.execute("SELECT pgbus.batch_close(%s)", (batch,))
+        conn.execute(
+            "SELECT pgbus.recurring_sync(%s)",
+            (
+                Jsonb(
+                    [
+                        {
+                            "key": "nightly_report",
+                            "class_name": "app.jobs:BuildReport",
+                            "schedule": "0 3 * * *",
+                            "queue_name": "reports",
+                        }
+                    ]
+                ),
+            ),
+        )
+        conn.execute(
+            "SELECT pgbus.deploy_tasks_declare(%s)",
+            (
+                Jsonb(
+                    [
+                        {
+                            "key": "backfill_totals",
+                            "class_name": "app.jobs:Backfill",
+                            "version": "1",
+                            "queue_name": "default",
+                        }
+                    ]
+                ),
+            ),
+        )
         conn.execute("SELECT pgbus.process_register('supervisor', 'app-1', 4100, 'a1b2c3d')")
         conn.execute(
             "SELECT pgbus.process_register('worker', 'app-1', 4101, 'a1b2c3d', %s)",
