@@ -150,8 +150,8 @@ def default_duties() -> list[Duty]:
             "workflow_sweep",
             settings().workflow_sweep_interval.total_seconds(),
             lambda s: (
-                "SELECT pgbus.workflow_sweep(%s, %s, %s, overdue_after => %s,"
-                " waiting_threshold => %s)",
+                "SELECT pgbus.workflow_sweep(stall_threshold => %s, stall_action => %s,"
+                " retention => %s, overdue_after => %s, waiting_threshold => %s)",
                 (
                     s.workflow_stall_threshold,
                     s.workflow_stall_action,
