@@ -1,0 +1,127 @@
+-- pgTAP tests for sql/functions/080-084_workflow_command_*.sql: rerun.
+-- (Split from workflow_commands.sql; its shared set-up comes first.)
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(16);
+
+-- Every scenario has its own class and queue ('t_wfc_<name>'), so that reading one scenario's
+-- step begins no other.
+CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wfc_' || $1 $f$;
+\ir ../include/workflow_helpers.psql
+-- Registers t_wfc_<name> and starts a run of it, remembered as `name`.
+CREATE FUNCTION pg_temp.start(name text, steps text, arguments jsonb DEFAULT '{}', subject_type text DEFAULT NULL,
+                              subject_id text DEFAULT NULL) RETURNS uuid LANGUAGE plpgsql AS $f$
+DECLARE
+    r record;
+BEGIN
+    PERFORM pg_temp.reg(name, steps);
+    SELECT * INTO r FROM pgbus.workflow_start(pg_temp.cls(name), start.subject_type, start.subject_id, start.arguments,
+                                              actor => 'tester');
+    INSERT INTO t_runs VALUES (name, r.workflow_id, r.duplicate_start);
+    RETURN r.workflow_id;
+END;
+$f$;
+-- Reads the queue t_wfc_<queue> the way a worker does; keeps the rows under `tag`; how many
+-- (NULL, with a warning, when read_jobs raised).
+CREATE FUNCTION pg_temp.read(tag text, queue text, stall_action text DEFAULT 'pause') RETURNS integer
+LANGUAGE plpgsql AS $f$
+DECLARE
+    n integer;
+BEGIN
+    INSERT INTO t_reads
+    -- (A redelivery, tagged '..._again', is read by another worker than the first read.)
+    SELECT read.tag, r.* FROM pgbus.read_jobs(ARRAY[pg_temp.cls(queue)], 30, 10,
+                                              CASE WHEN tag LIKE '%again%' THEN 'host:2' ELSE 'host:1' END,
+                                              'rev', stall_action) r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+EXCEPTION WHEN OTHERS THEN
+    -- Shown on stderr; the read is undone and the tests that follow go on (and fail).
+    RAISE WARNING 'pg_temp.read(%, %): read_jobs raised %: %', tag, queue, SQLSTATE, SQLERRM;
+    RETURN NULL;
+END;
+$f$;
+CREATE FUNCTION pg_temp.ctx(tag text) RETURNS jsonb LANGUAGE sql AS $f$ SELECT context FROM t_reads WHERE t_reads.tag = $1 $f$;
+-- workflow_end_step, with an error it raises answered as {"raised": SQLSTATE, "message": ...} so
+-- that the tests after it still run (the failed call's changes are undone).
+CREATE FUNCTION pg_temp.end_step(step_id bigint, verb text, output jsonb DEFAULT NULL, error jsonb DEFAULT NULL,
+                                 wait interval DEFAULT NULL, reason text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $f$
+BEGIN
+    RETURN pgbus.workflow_end_step(step_id, verb, output, error, wait, reason);
+EXCEPTION WHEN OTHERS THEN
+    RETURN jsonb_build_object('raised', SQLSTATE, 'message', SQLERRM);
+END;
+$f$;
+-- Everything that belongs to a run, to show that something changed nothing: its row, its
+-- attempts, their messages (queue and archive), its event count, the runs that rerun it.
+CREATE FUNCTION pg_temp.state(name text) RETURNS jsonb LANGUAGE plpgsql AS $f$
+DECLARE
+    run uuid := pg_temp.run(name);
+    att record;
+    m jsonb;
+    msgs jsonb := '[]';
+BEGIN
+    FOR att IN SELECT ws.queue, ws.msg_id FROM pgbus.workflow_steps ws
+               WHERE ws.workflow_id = run AND ws.msg_id IS NOT NULL ORDER BY ws.step_id LOOP
+        EXECUTE format('SELECT jsonb_build_object(''q'', (SELECT to_jsonb(x) FROM pgmq.%I x WHERE x.msg_id = $1),
+                                                  ''a'', (SELECT to_jsonb(y) FROM pgmq.%I y WHERE y.msg_id = $1))',
+                       'q_' || att.queue, 'a_' || att.queue)
+            INTO m USING att.msg_id;
+        msgs := msgs || jsonb_build_array(m);
+    END LOOP;
+    RETURN jsonb_build_object(
+        'run', (SELECT to_jsonb(w) FROM pgbus.workflows w WHERE w.workflow_id = run),
+        'steps', (SELECT coalesce(jsonb_agg(to_jsonb(ws) ORDER BY ws.step_id), '[]')
+                  FROM pgbus.workflow_steps ws WHERE ws.workflow_id = run),
+        'events', (SELECT count(*) FROM pgbus.workflow_events e WHERE e.workflow_id = run),
+        'reruns', (SELECT count(*) FROM pgbus.workflows w WHERE w.rerun_of = run),
+        'messages', msgs);
+END;
+$f$;
+
+-------------------------------------------------------------------------------------------------
+-- rerun
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.start('rr', '[{"name": "a"}, {"name": "b"}]', '{"z": 1}', 'Account', '9'); END $d$;
+DO $d$ BEGIN PERFORM pg_temp.read('rr', 'rr'); END $d$;
+SELECT is(pgbus.workflow_end_step(pg_temp.cur('rr'), 'finished') ->> 'status', 'finished', 'setup: the run finished');
+SELECT pg_temp.mark('rr_ev', to_jsonb(pg_temp.last_event_id()));
+SELECT pg_temp.mark('rr_answer', pg_temp.cmd('rr', 'rerun', 'ops', 'again'));
+SELECT is(pg_temp.marked('rr_answer') - 'workflow_id', '{"ok": true, "status": "finished"}'::jsonb, 'rerun: answers ok, finished');
+INSERT INTO t_runs SELECT 'rr_new', (pg_temp.marked('rr_answer') ->> 'workflow_id')::uuid, NULL;
+SELECT isnt(pg_temp.run('rr_new'), NULL, 'rerun: answers the new run''s workflow_id');
+SELECT isnt(pg_temp.run('rr_new'), pg_temp.run('rr'), 'rerun: ... a new run');
+SELECT results_eq(
+    $$SELECT workflow_class, subject_type, subject_id, arguments, status, rerun_of, current_step
+      FROM pgbus.workflows WHERE workflow_id = pg_temp.run('rr_new')$$,
+    $$VALUES ('t_wfc_rr'::text, 'Account'::text, '9'::text, '{"z": 1}'::jsonb, 'ready'::text, pg_temp.run('rr'), 'a'::text)$$,
+    'rerun: the new run has the class, subject and arguments, rerun_of the old run, and is ready at the first step');
+SELECT is(pg_temp.attempts('rr_new'), 'a#1:scheduled', 'rerun: the new run''s first step is scheduled');
+SELECT is((pg_temp.w('rr')).status, 'finished', 'rerun: the old run stays finished');
+SELECT is(pg_temp.events('rr', (pg_temp.marked('rr_ev'))::bigint), 'rerun', 'rerun: a rerun event on the old run');
+SELECT results_eq($$SELECT actor, reason, details FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('rr') AND event = 'rerun'$$,
+                  $$VALUES ('ops'::text, 'again'::text, jsonb_build_object('workflow_id', pg_temp.run('rr_new')))$$,
+                  'rerun: the rerun event names the new run, with actor and reason');
+SELECT results_eq($$SELECT actor, details FROM pgbus.workflow_events WHERE workflow_id = pg_temp.run('rr_new') AND event = 'started'$$,
+                  $$VALUES ('ops'::text, jsonb_build_object('rerun_of', pg_temp.run('rr')))$$,
+                  'rerun: the new run''s started event names the old run');
+-- The subject now has an ongoing run (the rerun): a second rerun is refused.
+SELECT pg_temp.mark('rr_state', pg_temp.state('rr'));
+SELECT pg_temp.mark('rr_count', to_jsonb((SELECT count(*) FROM pgbus.workflows WHERE workflow_class = 't_wfc_rr')));
+SELECT is(pg_temp.cmd('rr', 'rerun', 'ops'),
+          '{"ok": false, "code": "already_running", "status": "finished", "message": "the subject already has an ongoing run"}'::jsonb,
+          'rerun while the subject has an ongoing run: already_running');
+SELECT is(pg_temp.state('rr'), pg_temp.marked('rr_state'), 'rerun refused: nothing changed on the old run');
+SELECT is((SELECT count(*) FROM pgbus.workflows WHERE workflow_class = 't_wfc_rr'), (pg_temp.marked('rr_count'))::bigint,
+          'rerun refused: no new run');
+-- A cancelled run may be rerun too.
+DO $d$ BEGIN PERFORM pg_temp.start('rr_c', '[{"name": "a"}]'); END $d$;
+SELECT is(pg_temp.cmd('rr_c', 'cancel') ->> 'status', 'cancelled', 'setup: cancelled');
+SELECT is(pg_temp.cmd('rr_c', 'rerun') - 'workflow_id', '{"ok": true, "status": "cancelled"}'::jsonb,
+          'rerun of a cancelled run: answers ok, cancelled');
+SELECT is((SELECT count(*) FROM pgbus.workflows WHERE rerun_of = pg_temp.run('rr_c') AND status = 'ready'), 1::bigint,
+          'rerun of a cancelled run: a new ready run');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,107 @@
+-- pgTAP tests for sql/functions/060_workflow_core.sql and sql/functions/070_workflow_steps.sql: workflow_end_step on a run paused or cancelled while its step ran.
+-- (Split from workflow_runs.sql; its shared set-up comes first.)
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(17);
+
+-- Every scenario has its own class and queue ('t_wfr_<name>'), so that reading one scenario's
+-- step begins no other.
+CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wfr_' || $1 $f$;
+\ir ../include/workflow_helpers.psql
+-- Registers t_wfr_<name> and starts a run of it, remembered as `name`.
+CREATE FUNCTION pg_temp.start(name text, steps text, arguments jsonb DEFAULT '{}') RETURNS uuid LANGUAGE plpgsql AS $f$
+DECLARE
+    r record;
+BEGIN
+    PERFORM pg_temp.reg(name, steps);
+    SELECT * INTO r FROM pgbus.workflow_start(pg_temp.cls(name), arguments => start.arguments, actor => 'tester');
+    INSERT INTO t_runs VALUES (name, r.workflow_id, r.duplicate_start);
+    RETURN r.workflow_id;
+END;
+$f$;
+-- Reads the queue t_wfr_<queue> the way a worker does; keeps the rows under `tag`; how many
+-- (NULL, with a warning, when read_jobs raised).
+CREATE FUNCTION pg_temp.read(tag text, queue text, stall_action text DEFAULT 'pause') RETURNS integer
+LANGUAGE plpgsql AS $f$
+DECLARE
+    n integer;
+BEGIN
+    INSERT INTO t_reads
+    -- (A redelivery, tagged '..._again', is read by another worker than the first read.)
+    SELECT read.tag, r.* FROM pgbus.read_jobs(ARRAY[pg_temp.cls(queue)], 30, 10,
+                                              CASE WHEN tag LIKE '%again%' THEN 'host:2' ELSE 'host:1' END,
+                                              'rev', stall_action) r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+EXCEPTION WHEN OTHERS THEN
+    -- Shown on stderr; the read is undone and the tests that follow go on (and fail).
+    RAISE WARNING 'pg_temp.read(%, %): read_jobs raised %: %', tag, queue, SQLSTATE, SQLERRM;
+    RETURN NULL;
+END;
+$f$;
+CREATE FUNCTION pg_temp.ctx(tag text) RETURNS jsonb LANGUAGE sql AS $f$ SELECT context FROM t_reads WHERE t_reads.tag = $1 $f$;
+-- workflow_end_step, with an error it raises answered as {"raised": SQLSTATE, "message": ...} so
+-- that the tests after it still run (the failed call's changes are undone).
+CREATE FUNCTION pg_temp.end_step(step_id bigint, verb text, output jsonb DEFAULT NULL, error jsonb DEFAULT NULL,
+                                 wait interval DEFAULT NULL, reason text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $f$
+BEGIN
+    RETURN pgbus.workflow_end_step(step_id, verb, output, error, wait, reason);
+EXCEPTION WHEN OTHERS THEN
+    RETURN jsonb_build_object('raised', SQLSTATE, 'message', SQLERRM);
+END;
+$f$;
+-- The run's row, attempts and event count, to show that something changed nothing.
+CREATE FUNCTION pg_temp.state(name text) RETURNS jsonb LANGUAGE sql AS $f$
+    SELECT jsonb_build_object(
+        'run', (SELECT to_jsonb(w) FROM pgbus.workflows w WHERE w.workflow_id = pg_temp.run($1)),
+        'steps', (SELECT jsonb_agg(to_jsonb(s) ORDER BY s.step_id) FROM pgbus.workflow_steps s WHERE s.workflow_id = pg_temp.run($1)),
+        'events', (SELECT count(*) FROM pgbus.workflow_events e WHERE e.workflow_id = pg_temp.run($1)))
+$f$;
+
+-------------------------------------------------------------------------------------------------
+-- workflow_end_step on a run paused or cancelled while its step ran.
+-------------------------------------------------------------------------------------------------
+DO $d$ BEGIN PERFORM pg_temp.go('paused_run', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('paused_run'), 'pause', 'ops', 'look') ->> 'status', 'paused',
+          'setup: the run paused while its step ran');
+DO $d$ BEGIN PERFORM pg_temp.mark('paused_run_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('paused_run'), 'complete', '{"out": "x"}'),
+          '{"ok": true, "status": "paused", "was": "paused", "workflow_class": "t_wfr_paused_run", "step": "a"}'::jsonb,
+          'workflow_end_step complete on a paused run: answers ok, paused, and that it was paused before (no event)');
+SELECT results_eq($$SELECT status, outcome, output FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('paused_run')$$,
+                  $$VALUES ('completed'::text, 'complete'::text, '{"out": "x"}'::jsonb)$$,
+                  'workflow_end_step complete on a paused run: the step''s completion is recorded');
+SELECT results_eq($$SELECT status, pause_cause FROM pgbus.workflows WHERE workflow_id = pg_temp.run('paused_run')$$,
+                  $$VALUES ('paused'::text, 'manual'::text)$$, 'workflow_end_step complete on a paused run: the run stays paused');
+SELECT is(pg_temp.attempts('paused_run'), 'a#1:completed', 'workflow_end_step complete on a paused run: nothing is scheduled');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('paused_run'), 'a'), true, 'workflow_end_step complete on a paused run: the message is archived');
+SELECT is(pg_temp.events('paused_run', (pg_temp.marked('paused_run_ev'))::bigint), 'step_completed',
+          'workflow_end_step complete on a paused run: only step_completed');
+
+DO $d$ BEGIN PERFORM pg_temp.go('paused_fin', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('paused_fin'), 'pause') ->> 'status', 'paused', 'setup: the run paused while its step ran');
+SELECT is(pg_temp.end_step(pg_temp.cur('paused_fin'), 'finished') ->> 'status', 'finished',
+          'workflow_end_step finished on a paused run: the run finishes');
+SELECT results_eq($$SELECT status, pause_cause, pg_temp.recent(ended_at) FROM pgbus.workflows WHERE workflow_id = pg_temp.run('paused_fin')$$,
+                  $$VALUES ('finished'::text, NULL::text, true)$$, 'workflow_end_step finished on a paused run: finished, no pause cause');
+
+DO $d$ BEGIN PERFORM pg_temp.go('cancelled_run', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('cancelled_run'), 'cancel') ->> 'status', 'cancelled',
+          'setup: the run cancelled while its step ran');
+DO $d$ BEGIN PERFORM pg_temp.mark('cancelled_run_ev', to_jsonb(pg_temp.last_event_id())); END $d$;
+SELECT is(pg_temp.end_step(pg_temp.cur('cancelled_run'), 'complete', '{"out": 1}'),
+          '{"ok": false, "code": "not_allowed", "status": "cancelled"}'::jsonb,
+          'workflow_end_step on a cancelled run: not_allowed, cancelled');
+SELECT results_eq($$SELECT status, outcome, ended_at IS NOT NULL FROM pgbus.workflow_steps WHERE step_id = pg_temp.cur('cancelled_run')$$,
+                  $$VALUES ('superseded'::text, 'complete'::text, true)$$, 'workflow_end_step on a cancelled run: the attempt is superseded');
+SELECT pg_temp.mark('cancelled_run_ended', to_jsonb((pg_temp.w('cancelled_run')).ended_at));
+SELECT results_eq($$SELECT status, ended_at FROM pgbus.workflows WHERE workflow_id = pg_temp.run('cancelled_run')$$,
+                  $$VALUES ('cancelled'::text, (pg_temp.marked('cancelled_run_ended') #>> '{}')::timestamptz)$$, 'workflow_end_step on a cancelled run: the run stays cancelled');
+SELECT is(pg_temp.attempts('cancelled_run'), 'a#1:superseded', 'workflow_end_step on a cancelled run: nothing is scheduled');
+SELECT is(pg_temp.has_amsg(pg_temp.cur('cancelled_run'), 'a'), true, 'workflow_end_step on a cancelled run: the message is archived');
+SELECT is(pg_temp.events('cancelled_run', (pg_temp.marked('cancelled_run_ev'))::bigint), 'step_completed',
+          'workflow_end_step on a cancelled run: records what the step did, no run event');
+
+SELECT * FROM finish();
+ROLLBACK;
