@@ -258,6 +258,10 @@ class Settings:
         ),
         _names,
     )
+    # The workflow pages: who an action is recorded as ("dashboard:<web_actor(request)>"), and
+    # where a run's subject links to (only an http(s) URL or a same-site path is linked).
+    web_actor: Callable[..., Any] | None = _setting(None, _optional_callable)
+    workflow_subject_url: Callable[..., Any] | None = _setting(None, _optional_callable)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -26,6 +26,22 @@ BULK_LIMIT = 1000
 # Pages count a queue's messages only up to this many; a bigger queue shows an estimate
 # (pgbus.queue_stats' count_limit), so a page costs the same with a million messages.
 PAGE_COUNT_LIMIT = 1000
+# The filters of the workflow list (pgbus.workflow_list's argument names).
+WORKFLOW_FILTERS = (
+    "only_status",
+    "only_class",
+    "only_step",
+    "only_error_class",
+    "only_subject_type",
+    "only_subject_id",
+    "only_run",
+    "created_from",
+    "created_to",
+    "ended_from",
+    "ended_to",
+)
+# A bulk resume or cancel of an attention group touches at most this many runs per press.
+WORKFLOW_BULK_LIMIT = 500
 # The periods the job insights offer, each with its bucket width.
 INSIGHT_PERIODS = ("1h", "24h", "7d", "30d")
 
@@ -270,6 +286,126 @@ class DataSource:
     def deploy_task_runs(self, key: str, limit: int = 25) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM pgbus.deploy_task_runs_of(%s, %s)", (key, limit))
 
+    # -- workflows -----------------------------------------------------------------------
+
+    @staticmethod
+    def _workflow_thresholds() -> tuple[timedelta, timedelta, timedelta]:
+        s = settings()
+        return (
+            s.workflow_stall_threshold,
+            s.workflow_overdue_after,
+            s.workflow_waiting_visibility_threshold,
+        )
+
+    def workflow_runs(
+        self,
+        filters: dict[str, Any],
+        before: tuple[datetime, str] | None = None,
+        page_size: int = 25,
+    ) -> list[dict[str, Any]]:
+        """One page of runs (pgbus.workflow_list); filters use its argument names."""
+        at, run = before if before else (None, None)
+        names = [k for k in WORKFLOW_FILTERS if filters.get(k) is not None]
+        args = "".join(f", {k} => %({k})s" for k in names)
+        return self._rows(
+            "SELECT * FROM pgbus.workflow_list(before_created => %(at)s, before_id => %(run)s::uuid,"
+            f" page_size => %(size)s, overdue_after => %(overdue)s{args})",
+            {
+                **{k: filters[k] for k in names},
+                "at": at,
+                "run": run,
+                "size": page_size,
+                "overdue": settings().workflow_overdue_after,
+            },
+        )
+
+    def workflow_runs_count(self, filters: dict[str, Any], cap: int = 10000) -> dict[str, Any]:
+        """How many runs match, up to `cap` ({"count", "capped"})."""
+        names = [k for k in WORKFLOW_FILTERS if filters.get(k) is not None]
+        args = "".join(f", {k} => %({k})s" for k in names)
+        return self._value(
+            f"SELECT pgbus.workflow_list_count(cap => %(cap)s{args})",
+            {**{k: filters[k] for k in names}, "cap": cap},
+        )
+
+    def workflow(self, workflow_id: str) -> dict[str, Any] | None:
+        """Everything a run's page shows (pgbus.workflow_detail), or None. Its times (JSON
+        text) come back as datetimes."""
+        detail = self._value(
+            "SELECT pgbus.workflow_detail(%s::uuid, %s)",
+            (workflow_id, settings().workflow_overdue_after),
+        )
+        if detail is not None:
+            _times(detail["run"], ("created_at", "updated_at", "ended_at"))
+            for e in detail["events"]:
+                _times(e, ("created_at",))
+            for g in detail["signals"]:
+                _times(g, ("created_at", "claimed_at", "consumed_at"))
+        return detail
+
+    def workflow_classes(self) -> list[str]:
+        return [
+            r["workflow_class"]
+            for r in self._rows(
+                "SELECT workflow_class FROM pgbus.workflow_definitions ORDER BY workflow_class"
+            )
+        ]
+
+    def workflow_attention(self, only_class: str | None = None) -> list[dict[str, Any]]:
+        """Stuck runs grouped by class, step, reason and error class."""
+        return self._rows(
+            "SELECT * FROM pgbus.workflow_attention(%s, %s, %s, %s)",
+            (only_class, *self._workflow_thresholds()),
+        )
+
+    def workflow_home_card(self) -> dict[str, Any]:
+        return self._value(
+            "SELECT pgbus.workflow_home_card(%s, %s, %s)", self._workflow_thresholds()
+        )
+
+    def workflow_command(
+        self,
+        workflow_id: str,
+        verb: str,
+        actor: str,
+        reason: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """One outside verb on one run (pgbus.workflow_command): its answer, or a refusal for
+        input SQL rejects with an error (a payload over the size limit, a reason too long)."""
+        try:
+            with self._conn() as conn:
+                return conn.execute(
+                    "SELECT pgbus.workflow_command(%s::uuid, %s, %s, %s, %s) AS outcome",
+                    (workflow_id, verb, actor, reason, Jsonb(params or {})),
+                ).fetchone()["outcome"]
+        except psycopg.Error as exc:
+            return _refusal(exc)
+
+    def workflow_attention_act(
+        self, verb: str, group: dict[str, Any], actor: str, reason: str | None = None
+    ) -> Outcome:
+        """Resume or cancel up to 500 runs of one attention group (pgbus.workflow_attention_act)."""
+        try:
+            with self._conn() as conn:
+                return conn.execute(
+                    "SELECT pgbus.workflow_attention_act(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    " AS outcome",
+                    (
+                        verb,
+                        group.get("workflow_class"),
+                        group.get("step_name"),
+                        group.get("reason"),
+                        group.get("error_class"),
+                        actor,
+                        reason,
+                        WORKFLOW_BULK_LIMIT,
+                        *self._workflow_thresholds(),
+                    ),
+                ).fetchone()["outcome"]
+        except psycopg.Error as exc:
+            return _refusal(exc)
+
     # -- actions -------------------------------------------------------------------------
 
     def act(self, action: str, actor: str, **args: Any) -> Outcome:
@@ -278,6 +414,22 @@ class DataSource:
         params = [_param(args.get(n)) for n in names]
         with self._conn() as conn:
             return conn.execute(sql, (*params, actor)).fetchone()["outcome"]
+
+
+def _times(row: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for k in keys:
+        if isinstance(row.get(k), str):
+            row[k] = datetime.fromisoformat(row[k])
+
+
+def _refusal(exc: psycopg.Error) -> Outcome:
+    """Input SQL refused with an error (never its text: the page gets a plain sentence)."""
+    code = getattr(exc, "sqlstate", None)
+    if code == "PB413":
+        return {"ok": False, "code": "too_large", "message": "Not done: the payload is too large"}
+    if code in ("22023", "22P02", "22001"):
+        return {"ok": False, "code": "invalid", "message": "Not done: the input was refused"}
+    raise exc
 
 
 def _param(v: Any) -> Any:

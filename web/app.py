@@ -395,10 +395,11 @@ def create_app(
         ),
         per_page=s.web_per_page,
     )
-    from pgbus.web import pages
+    from pgbus.web import pages, workflow_pages
 
     routes = [
         *pages.routes(dash),
+        *workflow_pages.routes(dash),
         Route("/api/metrics", metrics_endpoint.endpoint(dash.data), name="metrics"),
         Route("/livez", livez, name="livez"),
         Route("/readyz", metrics_endpoint.readyz(dash.data), name="readyz"),
