@@ -3,4 +3,4 @@
 from pgbus.migrate import schema_step
 
 steps = [schema_step("0011_workflow_pages.sql")]
-__depends__ = {"0010_scheduler"}
+__depends__ = {"0006_step_body_started"}
