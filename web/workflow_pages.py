@@ -304,6 +304,7 @@ def timeline(detail: dict[str, Any]) -> dict[str, Any]:
         "Drag to zoom.",
         "options": {
             "chart": {
+                "id": "timeline",
                 "type": "rangeBar",
                 "height": max(
                     160, 48 * (len(detail["attempts"]) + (1 if detail["pauses"] else 0)) + 60
