@@ -152,6 +152,34 @@ def cmd_web(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    import logging
+    import os
+
+    from pgbus.mcp.transports import asgi_app, payloads_allowed, serve_stdio
+
+    _boot(args)
+    settings().dsn()  # a missing database URL is said now, not on the first call
+    if not args.http:
+        # stdout is the protocol: everything else goes to stderr (logging does).
+        serve_stdio()
+        return 0
+    import uvicorn
+
+    token = os.environ.get("PGBUS_MCP_TOKEN") or None
+    if token is None and args.host not in LOCAL_HOSTS and not args.insecure_no_auth:
+        raise PgbusError(
+            f"refusing to serve MCP on {args.host} without authentication: set "
+            "PGBUS_MCP_TOKEN, or pass --insecure-no-auth"
+        )
+    app = asgi_app(token=token, allow_payloads=payloads_allowed(), allowed_hosts=args.allow_hosts)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    logging.getLogger("pgbus.mcp").info("pgbus MCP: http://%s:%s/", shown, args.port)
+    _say(f"pgbus MCP: http://{shown}:{args.port}/")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pgbus.demo import run
 
@@ -211,6 +239,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow serving beyond localhost with no authentication",
     )
     web.set_defaults(run=cmd_web)
+    mcp = sub.add_parser(
+        "mcp", parents=[app], help="serve the MCP server (stdio, or HTTP with --http)"
+    )
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    mcp.add_argument(
+        "--allow-host",
+        dest="allow_hosts",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a Host header accepted besides localhost, e.g. mcp.internal:* (repeatable)",
+    )
+    mcp.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="allow serving HTTP beyond localhost without PGBUS_MCP_TOKEN",
+    )
+    mcp.set_defaults(run=cmd_mcp)
     demo = sub.add_parser("demo", help="run the sample workload against the database")
     demo.add_argument("--seconds", type=float, default=0, help="stop after this long (0: Ctrl-C)")
     demo.add_argument(

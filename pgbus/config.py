@@ -262,6 +262,9 @@ class Settings:
     # where a run's subject links to (only an http(s) URL or a same-site path is linked).
     web_actor: Callable[..., Any] | None = _setting(None, _optional_callable)
     workflow_subject_url: Callable[..., Any] | None = _setting(None, _optional_callable)
+    # The MCP server (pgbus.mcp): build the workflow write tools (resume, cancel, skip step,
+    # resume at, run now, signal). Read when the server is built; enable only behind auth.
+    mcp_write_tools: bool = _setting(False, _boolean)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

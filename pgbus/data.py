@@ -487,6 +487,13 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         "SELECT pgbus.dead_letters_discard_all(%s, %s) AS outcome",
         ("limit",),
     ),
+    # One outside verb on one run, for a caller that read it first (MCP write tools): the
+    # status it read and the run's available actions are checked under the run's row lock.
+    "workflow_command_expecting": (
+        "SELECT pgbus.workflow_command_expecting(workflow_id => %s::uuid, verb => %s,"
+        " reason => %s, params => %s, expected_status => %s, actor => %s) AS outcome",
+        ("workflow_id", "verb", "reason", "params", "expected_status"),
+    ),
 }
 
 

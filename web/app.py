@@ -8,6 +8,7 @@ run one SQL function through `DataSource.act`, redirect back (303) with its answ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -370,6 +371,7 @@ def create_app(
     data: DataSource | None = None,
     refresh_interval_ms: int | None = None,
     filter_parameters: tuple[str, ...] | list[str] | None = None,
+    mcp: Any = None,
 ) -> Starlette:
     """The dashboard as an ASGI app, to mount under any prefix or run alone (`pgbus web`).
 
@@ -377,6 +379,8 @@ def create_app(
         every audit row as "dashboard:<name>") or None/False to refuse with 401; defaults to
         the `web_auth` setting. With none, anyone who reaches the app may use it (a warning
         is logged).
+    mcp: an MCP app from pgbus.mcp.asgi_app(...), served at /mcp behind the dashboard's auth
+        (and its own token or auth, if given); the dashboard's lifespan runs it.
     secret_key: signs CSRF tokens and flash cookies; default PGBUS_WEB_SECRET_KEY, else a
         random key per process (set one when several processes serve the dashboard).
     """
@@ -419,8 +423,18 @@ def create_app(
         log.warning("dashboard: database unavailable: %s", type(exc).__name__)
         return PlainTextResponse("The database is unavailable; try again shortly", status_code=503)
 
+    lifespan = None
+    if mcp is not None:
+        routes.append(Mount("/mcp", app=mcp, name="mcp"))
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Starlette):
+            async with mcp.lifespan():
+                yield
+
     app = Starlette(
         routes=routes,
+        lifespan=lifespan,
         exception_handlers={
             HTTPException: plain_error,
             psycopg.OperationalError: database_down,

@@ -1,0 +1,322 @@
+"""Workflow tools: the read tools (one run, the runs list, the runs needing attention) and the
+opt-in write tools, one audited verb on one run per call."""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from typing import Annotated, Any, Literal, NotRequired
+from uuid import UUID
+
+import psycopg
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pgbus.mcp.server import READ_ONLY, Tools, guarded
+from pydantic import Field, StringConstraints
+from typing_extensions import TypedDict
+
+from pgbus.workflow.errors import InvalidSignalPayload, PayloadTooLarge
+from pgbus.workflow.payloads import encode_signal_payload
+from pgbus.workflow.runs import WorkflowRun
+
+log = logging.getLogger("pgbus.mcp")
+
+RunStatus = Literal["ready", "running", "waiting", "paused", "finished", "cancelled"]
+WorkflowId = Annotated[UUID, Field(description="the run's id (a UUID)")]
+Reason = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=500),
+    Field(description="why (1-500 characters), recorded on the run's audit trail"),
+]
+Expected = Annotated[
+    RunStatus | None,
+    Field(description="the status you read: a run that moved on is left alone (ok: false)"),
+]
+Name255 = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+Include = Annotated[
+    bool,
+    Field(description="show payloads, if the server allows them (else they stay [redacted])"),
+]
+
+# What a client is told when an action failed for a reason of ours (the log has the error).
+UNEXPECTED = "Not done: an unexpected error (it is in the pgbus log)"
+ACTOR_NAME_MAX = 100
+
+
+class WorkflowResult(TypedDict):
+    run: dict[str, Any]
+    available_actions: list[str]
+    attempts: list[dict[str, Any]]
+    signals: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+
+class ActionResult(TypedDict):
+    ok: bool
+    reason: str
+    workflow: WorkflowResult | None
+    available_actions: NotRequired[list[str]]
+    code: NotRequired[str]
+    status: NotRequired[str | None]
+
+
+def workflow_detail(t: Tools, workflow_id: UUID, include: bool = False) -> WorkflowResult | None:
+    """The run with its attempts, signals, audit trail and available actions (the read layer
+    through the Python API), redacted unless both gates open; None when there is no such run."""
+    run = WorkflowRun(workflow_id, "")
+    row = run.row()
+    if row is None:
+        return None
+    return t.show(
+        {
+            "run": row,
+            "available_actions": run.available_actions(),
+            "attempts": run.steps(),
+            "signals": run.signals(),
+            "events": [
+                {
+                    "event": e.event,
+                    "actor": e.actor,
+                    "reason": e.reason,
+                    "details": e.details,
+                    "step_id": e.step_id,
+                    "created_at": e.created_at,
+                }
+                for e in run.events()
+            ],
+        },
+        include,
+    )
+
+
+def actor_for(ctx: Context | None) -> str:
+    """`mcp:<client name>` (control characters stripped, at most 100 characters), or `mcp`
+    when the transport does not know the client."""
+    name = None
+    try:
+        params = ctx.session.client_params if ctx is not None else None
+        name = params.client_info.name if params is not None else None
+    except Exception:
+        name = None
+    if not isinstance(name, str):
+        return "mcp"
+    name = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Cf")).strip()
+    name = name[:ACTOR_NAME_MAX].strip()
+    return f"mcp:{name}" if name else "mcp"
+
+
+DONE = {
+    "resume": "Resumed",
+    "cancel": "Cancelled",
+    "skip": "Skipped the step",
+    "resume_at": "Resumed at the step",
+    "run_now": "Sent the step now",
+    "signal": "Signal delivered",
+}
+
+
+def refusal_reason(verb: str, answer: dict[str, Any]) -> str:
+    code = answer.get("code")
+    status = answer.get("status")
+    if code == "not_found":
+        return "Not done: there is no such run"
+    if code == "status_changed":
+        return f"Not done: the run is {status} now, not {answer.get('expected_status')}"
+    if code == "not_allowed":
+        allowed = answer.get("available_actions")
+        if allowed is not None:
+            shown = ", ".join(allowed) or "nothing"
+            return f"Not done: a {status} run allows {shown}, not {verb}"
+        return f"Not done: a {status} run does not allow {verb}"
+    if code == "too_large":
+        return "Not done: the payload is larger than workflow_max_payload_size"
+    if code == "invalid":
+        return "Not done: the input was refused"
+    return f"Not done ({code})"
+
+
+def act(
+    t: Tools,
+    ctx: Context | None,
+    verb: str,
+    workflow_id: UUID,
+    reason: str,
+    expected_status: str | None,
+    params: dict[str, Any] | None = None,
+) -> ActionResult:
+    """One verb through pgbus.workflow_command_expecting; always an answer, never a raise."""
+    actor = actor_for(ctx)
+    try:
+        try:
+            answer = t.data.act(
+                "workflow_command_expecting",
+                actor,
+                workflow_id=str(workflow_id),
+                verb=verb,
+                reason=reason,
+                params=params or {},
+                expected_status=expected_status,
+            )
+        except psycopg.Error as exc:
+            if exc.sqlstate == "PB413":
+                answer = {"ok": False, "code": "too_large"}
+            elif exc.sqlstate in ("22023", "22P02", "22001"):
+                answer = {"ok": False, "code": "invalid"}
+            else:
+                raise
+        detail = workflow_detail(t, workflow_id)
+    except Exception:
+        log.exception("MCP %s on workflow %s failed", verb, workflow_id)
+        return {"ok": False, "reason": UNEXPECTED, "workflow": None, "code": "error"}
+    if answer.get("ok"):
+        done = DONE[verb]
+        if verb == "signal" and answer.get("duplicate_delivery"):
+            done = "Already delivered (same idempotency key): nothing stored"
+        return {"ok": True, "reason": done, "workflow": detail}
+    result: ActionResult = {
+        "ok": False,
+        "reason": refusal_reason(verb, answer),
+        "workflow": detail,
+        "code": str(answer.get("code")),
+    }
+    if "status" in answer or detail is not None:
+        result["status"] = answer.get("status") or (detail["run"]["status"] if detail else None)
+    if "available_actions" in answer:
+        result["available_actions"] = list(answer["available_actions"])
+    return result
+
+
+def refused_early(t: Tools, workflow_id: UUID, verb: str, code: str) -> ActionResult:
+    """A call refused before it reached the run (its input): nothing was done."""
+    try:
+        detail = workflow_detail(t, workflow_id)
+    except Exception:
+        log.exception("MCP %s on workflow %s: reading the run failed", verb, workflow_id)
+        return {"ok": False, "reason": UNEXPECTED, "workflow": None, "code": "error"}
+    result: ActionResult = {
+        "ok": False,
+        "reason": refusal_reason(verb, {"code": code}),
+        "workflow": detail,
+        "code": code,
+    }
+    if detail is not None:
+        result["status"] = detail["run"]["status"]
+    return result
+
+
+def register_reads(server: MCPServer, t: Tools) -> None:
+    @server.tool(
+        name="pgbus_workflow",
+        title="One workflow run",
+        description="One run: status, current step, its attempts (durations, errors), signals, "
+        "audit trail and available_actions. Arguments, outputs, signal payloads and error text "
+        "are redacted unless payloads are allowed and include_payloads is set.",
+        annotations=READ_ONLY,
+    )
+    @guarded
+    def pgbus_workflow(
+        workflow_id: WorkflowId, include_payloads: Include = False
+    ) -> WorkflowResult:
+        detail = workflow_detail(t, workflow_id, include_payloads)
+        if detail is None:
+            raise ToolError(f"Workflow run not found: {workflow_id}")
+        return detail
+
+
+WRITE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+)
+WRITE_IDEMPOTENT = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+COMMON = (
+    " Needs a reason (recorded on the audit trail with your client's name). Pass "
+    "expected_status, the status you read: a run that moved on is left alone. Answers "
+    "{ok, reason, workflow} with the run as it is after the call (payloads redacted); a "
+    "refusal adds code and status, and available_actions when the verb is not allowed."
+)
+
+
+def register_writes(server: MCPServer, t: Tools) -> None:
+    def tool(name: str, title: str, description: str, annotations: ToolAnnotations = WRITE):
+        return server.tool(
+            name=name, title=title, description=description + COMMON, annotations=annotations
+        )
+
+    @tool(
+        "pgbus_workflow_resume",
+        "Resume a run",
+        "Resume a paused run (a failed step runs again; a completed one is followed by the next).",
+    )
+    def pgbus_workflow_resume(
+        workflow_id: WorkflowId, reason: Reason, ctx: Context, expected_status: Expected = None
+    ) -> ActionResult:
+        return act(t, ctx, "resume", workflow_id, reason, expected_status)
+
+    @tool("pgbus_workflow_cancel", "Cancel a run", "Cancel an ongoing run.", WRITE_IDEMPOTENT)
+    def pgbus_workflow_cancel(
+        workflow_id: WorkflowId, reason: Reason, ctx: Context, expected_status: Expected = None
+    ) -> ActionResult:
+        return act(t, ctx, "cancel", workflow_id, reason, expected_status)
+
+    @tool(
+        "pgbus_workflow_skip_step",
+        "Skip the awaited step",
+        "Skip the step a waiting run waits on; the run goes on with the next.",
+    )
+    def pgbus_workflow_skip_step(
+        workflow_id: WorkflowId, reason: Reason, ctx: Context, expected_status: Expected = None
+    ) -> ActionResult:
+        return act(t, ctx, "skip", workflow_id, reason, expected_status)
+
+    @tool("pgbus_workflow_resume_at", "Resume at a step", "Resume a paused run at a named step.")
+    def pgbus_workflow_resume_at(
+        workflow_id: WorkflowId,
+        step: Name255,
+        reason: Reason,
+        ctx: Context,
+        expected_status: Expected = None,
+    ) -> ActionResult:
+        return act(t, ctx, "resume_at", workflow_id, reason, expected_status, {"step": step})
+
+    @tool(
+        "pgbus_workflow_run_now",
+        "Run the scheduled step now",
+        "Send a ready run's scheduled step now instead of after its wait.",
+    )
+    def pgbus_workflow_run_now(
+        workflow_id: WorkflowId, reason: Reason, ctx: Context, expected_status: Expected = None
+    ) -> ActionResult:
+        return act(t, ctx, "run_now", workflow_id, reason, expected_status)
+
+    @tool(
+        "pgbus_workflow_signal",
+        "Send a signal",
+        "Deliver signal `name` with a JSON object `payload` (at most workflow_max_payload_size) "
+        "and an optional idempotency_key (pass one when the call may be retried; a blank key is "
+        "no key). A retry dedups only while the run is ongoing. Name and key: at most 255 "
+        "characters.",
+    )
+    def pgbus_workflow_signal(
+        workflow_id: WorkflowId,
+        name: Name255,
+        reason: Reason,
+        ctx: Context,
+        payload: dict[str, Any] | None = None,
+        idempotency_key: Annotated[str, StringConstraints(max_length=255)] | None = None,
+        expected_status: Expected = None,
+    ) -> ActionResult:
+        try:
+            stored = encode_signal_payload(payload)
+        except PayloadTooLarge:
+            return refused_early(t, workflow_id, "signal", "too_large")
+        except (InvalidSignalPayload, TypeError, ValueError):
+            return refused_early(t, workflow_id, "signal", "invalid")
+        except Exception:
+            log.exception("MCP signal on workflow %s failed", workflow_id)
+            return {"ok": False, "reason": UNEXPECTED, "workflow": None, "code": "error"}
+        key = idempotency_key if idempotency_key and idempotency_key.strip() else None
+        params = {"name": name, "payload": stored, "idempotency_key": key}
+        return act(t, ctx, "signal", workflow_id, reason, expected_status, params)

@@ -1,0 +1,189 @@
+"""The MCP server over its real transports: `pgbus mcp` as a stdio subprocess (the token rule),
+`pgbus mcp --http` as a subprocess with a bearer token (the 401's shape, DNS-rebinding
+protection), and asgi_app mounted in the dashboard."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from starlette.testclient import TestClient
+
+from tests.py.mcp_support import events, paused_run
+
+pytestmark = pytest.mark.anyio
+PGBUS = [sys.executable, "-m", "pgbus.cli"]
+RPC_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def env_for(db_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGBUS_")}
+    return {**env, "PGBUS_DATABASE_URL": db_url, **extra}
+
+
+def test_stdio_refuses_to_start_when_the_tokens_differ(db_url):
+    for extra in (
+        {"PGBUS_MCP_TOKEN": "s3cret", "PGBUS_MCP_AUTH_TOKEN": "guess"},
+        {"PGBUS_MCP_TOKEN": "s3cret"},
+        {"PGBUS_MCP_TOKEN": ""},
+    ):
+        p = subprocess.run(
+            [*PGBUS, "mcp"],
+            env=env_for(db_url, **extra),
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert p.returncode == 1, extra
+        assert "refusing to start the MCP server" in p.stderr and "s3cret" not in p.stderr
+        assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+async def test_stdio_serves_with_a_matching_token(db_url, conn):
+    run = paused_run(conn)
+    params = StdioServerParameters(
+        command=PGBUS[0],
+        args=[*PGBUS[1:], "mcp"],
+        env=env_for(
+            db_url,
+            PGBUS_MCP_TOKEN="s3cret",
+            PGBUS_MCP_AUTH_TOKEN="s3cret",
+            PGBUS_MCP_WRITE_TOOLS="true",
+        ),
+    )
+    async with Client(params) as c:
+        health = await c.call_tool("pgbus_health", {})
+        assert not health.is_error and health.structured_content["status"] in ("OK", "DEGRADED")
+        r = await c.call_tool("pgbus_workflow_cancel", {"workflow_id": str(run), "reason": "stdio"})
+        assert r.structured_content["ok"]
+    assert events(conn, run)[-1] == ("cancelled", "mcp:mcp", "stdio")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(db_url) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [*PGBUS, "mcp", "--http", "--port", str(port)],
+        env=env_for(db_url, PGBUS_MCP_TOKEN="s3cret", PGBUS_MCP_WRITE_TOOLS="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_http_refuses_without_the_exact_bearer_token(http_server):
+    for auth in (None, "Bearer wrong", "bearer s3cret", "Bearer  s3cret", "Basic s3cret", "s3cret"):
+        headers = {**MCP_HEADERS, **({"authorization": auth} if auth else {})}
+        r = httpx.post(http_server, json=RPC_LIST, headers=headers, timeout=10)
+        assert r.status_code == 401, auth
+        assert r.headers["www-authenticate"] == "Bearer"
+        assert r.headers["content-type"] == "application/json"
+        assert r.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32001, "message": "Unauthorized"},
+        }
+    ok = httpx.post(
+        http_server,
+        json=RPC_LIST,
+        timeout=10,
+        headers={**MCP_HEADERS, "authorization": "Bearer s3cret"},
+    )
+    assert ok.status_code == 200 and "pgbus_health" in ok.text
+
+
+def test_http_keeps_dns_rebinding_protection(http_server):
+    r = httpx.post(
+        http_server,
+        json=RPC_LIST,
+        timeout=10,
+        headers={**MCP_HEADERS, "authorization": "Bearer s3cret", "host": "evil.example"},
+    )
+    assert r.status_code == 421
+
+
+async def test_http_client_with_the_token(http_server, conn):
+    run = paused_run(conn)
+    http = create_mcp_http_client(headers={"Authorization": "Bearer s3cret"})
+    async with Client(streamable_http_client(http_server, http_client=http)) as c:
+        tools = {t.name for t in (await c.list_tools()).tools}
+        assert {"pgbus_health", "pgbus_workflow_cancel"} <= tools
+        r = await c.call_tool("pgbus_queues", {})
+        assert not r.is_error and "queues" in r.structured_content
+        r = await c.call_tool("pgbus_workflow_cancel", {"workflow_id": str(run), "reason": "http"})
+        assert r.structured_content["ok"]
+    actor = events(conn, run)[-1][1]
+    assert actor in ("mcp", "mcp:mcp")  # plain mcp where stateless HTTP does not know the client
+
+
+def test_the_dashboard_mounts_it_at_mcp(db_url, caplog):
+    from pgbus.mcp import asgi_app
+    from pgbus.web import create_app
+
+    mcp = asgi_app(token="t0k", allowed_hosts=["testserver"])
+    assert "no token or auth" not in caplog.text
+    app = create_app(database_url=db_url, mcp=mcp)
+    with TestClient(app) as tc:
+        assert tc.post("/mcp", json=RPC_LIST, headers=MCP_HEADERS).status_code == 401
+        r = tc.post("/mcp", json=RPC_LIST, headers={**MCP_HEADERS, "authorization": "Bearer t0k"})
+        assert r.status_code == 200 and "pgbus_health" in r.text
+        assert tc.get("/livez").text == "ok"
+
+
+def test_auth_callable_wins_over_the_token(db_url, caplog):
+    from pgbus.mcp import asgi_app
+
+    app = asgi_app(
+        token="t0k",
+        auth=lambda req: req.headers.get("x-team") == "ops",
+        allowed_hosts=["testserver"],
+    )
+    with TestClient(app) as tc:
+        bearer = {**MCP_HEADERS, "authorization": "Bearer t0k"}
+        assert tc.post("/", json=RPC_LIST, headers=bearer).status_code == 401
+        assert (
+            tc.post("/", json=RPC_LIST, headers={**MCP_HEADERS, "x-team": "ops"}).status_code == 200
+        )
+    caplog.clear()
+    asgi_app(write_tools=True)
+    assert "anyone who reaches it" in caplog.text and "change workflow runs" in caplog.text
