@@ -13,7 +13,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pgbus.mcp.server import READ_ONLY, Tools, guarded
+from pgbus.mcp.server import READ_ONLY, TOTAL_CAP, Page, Tools, clamp_page, guarded, paged
 from pydantic import Field, StringConstraints
 from typing_extensions import TypedDict
 
@@ -51,6 +51,23 @@ class WorkflowResult(TypedDict):
     attempts: list[dict[str, Any]]
     signals: list[dict[str, Any]]
     events: list[dict[str, Any]]
+
+
+class WorkflowsResult(Page):
+    status: str
+    runs: list[dict[str, Any]]
+
+
+class AttentionResult(TypedDict):
+    groups: list[dict[str, Any]]
+    stuck_runs: int
+
+
+ListStatus = Annotated[
+    Literal["ongoing", "all", "ready", "running", "waiting", "paused", "finished", "cancelled"],
+    Field(description="ongoing (not finished or cancelled, the default), all, or one status"),
+]
+Filter = Annotated[str | None, StringConstraints(max_length=255)]
 
 
 class ActionResult(TypedDict):
@@ -207,6 +224,57 @@ def refused_early(t: Tools, workflow_id: UUID, verb: str, code: str) -> ActionRe
 
 
 def register_reads(server: MCPServer, t: Tools) -> None:
+    @server.tool(
+        name="pgbus_workflows",
+        title="Workflow runs",
+        description="Workflow runs newest first, filtered by status (ongoing by default), "
+        "workflow_class, step (the current step) and error_class (the current step's). Each "
+        "row: status, pause cause, current step and its state, error class. Paged (per_page at "
+        "most 100; total capped at 10,000 with has_more). Arguments and error text redacted "
+        "unless payloads are allowed and include_payloads is set.",
+        annotations=READ_ONLY,
+    )
+    @guarded
+    def pgbus_workflows(
+        status: ListStatus = "ongoing",
+        workflow_class: Filter = None,
+        step: Filter = None,
+        error_class: Filter = None,
+        page: int = 1,
+        per_page: int = 25,
+        include_payloads: Include = False,
+    ) -> WorkflowsResult:
+        page, per_page = clamp_page(page, per_page)
+        filters = {
+            "status": status,
+            "workflow_class": workflow_class,
+            "step": step,
+            "error_class": error_class,
+        }
+        rows = t.data.workflow_runs_page(
+            **filters, offset=(page - 1) * per_page, limit=per_page + 1
+        )
+        total = t.data.workflow_runs_total(**filters, cap=TOTAL_CAP)
+        info = paged(rows, page, per_page, total, False)
+        return {**info, "status": status, "runs": t.show(rows[:per_page], include_payloads)}
+
+    @server.tool(
+        name="pgbus_workflows_attention",
+        title="Workflow runs needing attention",
+        description="Stuck workflow runs (paused by an error, a stall or an operator; running "
+        "past the stall threshold; overdue; waiting past the visibility threshold) grouped by "
+        "class, step, reason and error class, with counts and first/last seen. List a group's "
+        "runs with pgbus_workflows (status, workflow_class, step, error_class).",
+        annotations=READ_ONLY,
+    )
+    @guarded
+    def pgbus_workflows_attention(workflow_class: Filter = None) -> AttentionResult:
+        groups = t.data.workflow_stuck_groups(workflow_class)
+        return {
+            "groups": t.show(groups),
+            "stuck_runs": sum(int(g["count"]) for g in groups),
+        }
+
     @server.tool(
         name="pgbus_workflow",
         title="One workflow run",

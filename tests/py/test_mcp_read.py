@@ -24,6 +24,8 @@ READ_TOOLS = {
     "pgbus_recurring",
     "pgbus_deploy_tasks",
     "pgbus_workflow",
+    "pgbus_workflows",
+    "pgbus_workflows_attention",
 }
 
 
@@ -224,3 +226,60 @@ async def test_a_database_failure_is_a_fixed_tool_error(db_url):
         "pgbus could not answer that: see the server's log"
     )
     assert "Pool" not in r.content[0].text and "Traceback" not in r.content[0].text
+
+
+async def test_workflows_list_filters_and_pages(db_url, conn):
+    from tests.py.mcp_support import later_run, waiting_run
+
+    paused = [paused_run(conn) for _ in range(3)]
+    waiting = waiting_run(conn)
+    later = later_run(conn)
+    conn.execute("SELECT pgbus.workflow_command(%s, 'cancel', 'ops', 'x')", (later,))
+    async with client(db_url) as c:
+        ongoing = await call(c, "pgbus_workflows")
+        assert ongoing["status"] == "ongoing" and ongoing["total"] == 4
+        assert {r["workflow_id"] for r in ongoing["runs"]} == {str(x) for x in [*paused, waiting]}
+        everything = await call(c, "pgbus_workflows", status="all")
+        assert everything["total"] == 5
+        ids = [r["workflow_id"] for r in everything["runs"]]
+        assert ids[0] == str(later)  # newest first
+        p = await call(
+            c,
+            "pgbus_workflows",
+            status="paused",
+            error_class="KeyError",
+            step="one",
+            workflow_class="McpPaused",
+            per_page=2,
+        )
+        assert p["total"] == 3 and len(p["runs"]) == 2 and p["has_more"]
+        p2 = await call(c, "pgbus_workflows", status="paused", per_page=2, page=2)
+        assert len(p2["runs"]) == 1 and not p2["has_more"]
+        assert {r["workflow_id"] for r in p["runs"] + p2["runs"]} == {str(x) for x in paused}
+        assert (await call(c, "pgbus_workflows", status="cancelled"))["total"] == 1
+        assert (await call(c, "pgbus_workflows", workflow_class="Nope"))["runs"] == []
+        assert all(r["arguments"] == "[redacted]" for r in p["runs"])
+        assert all(r["current_error_message"] == "[redacted]" for r in p["runs"])
+        assert SECRET not in text_of(everything)
+        r = await c.call_tool("pgbus_workflows", {"status": "sleeping"})
+        assert r.is_error
+
+
+async def test_workflows_attention_groups_the_stuck_runs(db_url, conn):
+    for _ in range(3):
+        paused_run(conn)
+    paused_run(conn, "McpOther")
+    async with client(db_url) as c:
+        a = await call(c, "pgbus_workflows_attention")
+        assert a["stuck_runs"] == 4
+        top = a["groups"][0]
+        assert (
+            top["workflow_class"],
+            top["step_name"],
+            top["reason"],
+            top["error_class"],
+            top["count"],
+        ) == ("McpPaused", "one", "paused_error", "KeyError", 3)
+        assert top["first_seen"] <= top["last_seen"]
+        one = await call(c, "pgbus_workflows_attention", workflow_class="McpOther")
+        assert [g["count"] for g in one["groups"]] == [1]
