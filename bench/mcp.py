@@ -13,6 +13,7 @@ hour; 50 recurring tasks.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import statistics
@@ -42,7 +43,7 @@ INSERT INTO pgbus.workflow_definitions (workflow_class, steps, digest, queue)
 SELECT 'Bench' || c, '[{"name": "fetch"}, {"name": "charge"}]', 'd1', 'bench_wf'
 FROM generate_series(0, 9) c ON CONFLICT (workflow_class) DO NOTHING;
 CREATE TEMP TABLE r ON COMMIT DROP AS
-SELECT n, md5('bench' || n)::uuid AS id, 'Bench' || (n % 10) AS cls,
+SELECT n, md5('bench' || n)::uuid AS id, 'Bench' || (n %% 10) AS cls,
        now() - interval '30 days' + n * (interval '30 days' / %(runs)s) AS created,
        CASE WHEN n %% 100 = 0 THEN 'paused' WHEN n %% 100 IN (1, 2) THEN 'ready' ELSE 'finished' END AS st
 FROM generate_series(1, %(runs)s) n;
@@ -130,6 +131,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--skip-load", action="store_true")
     args = ap.parse_args()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     admin = server_url()
     if args.skip_load:
         url = admin.rsplit("/", 1)[0] + "/pgbus_bench"
