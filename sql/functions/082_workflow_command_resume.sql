@@ -1,7 +1,8 @@
 -- The outside verbs resume and resume_at (dispatched by pgbus.workflow_command under the run's
 -- row lock). NULL: done; a refusal answers itself.
 
--- A failed step runs again; a completed one is followed by the next; a step the run paused
+-- A failed step runs again; a completed or skipped one is followed by the next (also one that
+-- failed but whose exception policy skipped it while the run was paused); a step the run paused
 -- while it ran carries on; one paused while it waited waits again.
 CREATE OR REPLACE FUNCTION pgbus.workflow_command_resume(
     run pgbus.workflows, attempt pgbus.workflow_steps, actor text, reason text
@@ -22,7 +23,8 @@ BEGIN
         SELECT * INTO run FROM pgbus.workflows w WHERE w.workflow_id = run.workflow_id;
         SELECT * INTO attempt FROM pgbus.workflow_steps s WHERE s.step_id = run.current_step_id;
         PERFORM pgbus.workflow_settle_wait(run, attempt, NULL, actor);
-    ELSIF attempt.status IN ('completed', 'skipped') THEN
+    ELSIF attempt.status IN ('completed', 'skipped')
+          OR (attempt.status = 'failed' AND attempt.outcome IN ('complete', 'skip')) THEN
         PERFORM pgbus.workflow_advance(run, attempt.step_name, actor);
     ELSE  -- failed, interrupted, stalled or never ran: the same step again
         PERFORM pgbus.workflow_schedule_step(

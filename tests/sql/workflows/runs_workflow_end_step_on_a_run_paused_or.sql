@@ -2,7 +2,7 @@
 -- (Split from workflow_runs.sql; its shared set-up comes first.)
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(17);
+SELECT plan(21);
 
 -- Every scenario has its own class and queue ('t_wfr_<name>'), so that reading one scenario's
 -- step begins no other.
@@ -102,6 +102,16 @@ SELECT is(pg_temp.attempts('cancelled_run'), 'a#1:superseded', 'workflow_end_ste
 SELECT is(pg_temp.has_amsg(pg_temp.cur('cancelled_run'), 'a'), true, 'workflow_end_step on a cancelled run: the message is archived');
 SELECT is(pg_temp.events('cancelled_run', (pg_temp.marked('cancelled_run_ev'))::bigint), 'step_completed',
           'workflow_end_step on a cancelled run: records what the step did, no run event');
+
+-- An exception policy's skip said while an operator had paused the run: the attempt failed,
+-- but the step is done, so resume goes on after it instead of running it again.
+DO $d$ BEGIN PERFORM pg_temp.go('paused_policy_skip', '[{"name": "a"}, {"name": "b"}]'); END $d$;
+SELECT is(pgbus.workflow_command(pg_temp.run('paused_policy_skip'), 'pause') ->> 'status', 'paused', 'setup: the run paused while its step ran');
+SELECT is(pg_temp.end_step(pg_temp.cur('paused_policy_skip'), 'skip', error => '{"class": "KeyError", "message": "x"}') ->> 'status', 'paused',
+          'workflow_end_step skip with an error on a paused run: the run stays paused');
+SELECT is(pgbus.workflow_command(pg_temp.run('paused_policy_skip'), 'resume') ->> 'ok', 'true', 'setup: resumed');
+SELECT is(pg_temp.attempts('paused_policy_skip'), 'a#1:failed,b#1:scheduled',
+          'resume after a policy''s skip on a paused run: the next step is scheduled, the failed one is not run again');
 
 SELECT * FROM finish();
 ROLLBACK;
