@@ -100,7 +100,9 @@ def stop_server(server: Server) -> None:
         server.proc.wait()
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's sync API keeps an event loop running in the main thread while it
+# is open, so it must be closed before the tests after this package start event loops of their own.
+@pytest.fixture(scope="package")
 def dashboard(template_name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One seeded database and one uvicorn for the browser tests of a session."""
     name = f"pgbus_b_{uuid.uuid4().hex[:10]}"
@@ -112,7 +114,7 @@ def dashboard(template_name: str, tmp_path_factory: pytest.TempPathFactory) -> I
     drop_database(name)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[object]:
     with playwright_api.sync_playwright() as p:
         b = p.chromium.launch(
