@@ -3,17 +3,7 @@
 BEGIN;
 SET LOCAL client_min_messages = warning;
 SELECT plan(11);
-
--- Start from empty tables so the cleanup counts are exact (undone by the ROLLBACK).
-DELETE FROM pgbus.processes;
-DELETE FROM pgbus.batches;
-DELETE FROM pgbus.job_stats;
-
-CREATE TEMP TABLE t_p (name text PRIMARY KEY, id bigint);
-CREATE TEMP TABLE t_b (name text PRIMARY KEY, id uuid);
-CREATE FUNCTION pg_temp.p(name text) RETURNS bigint LANGUAGE sql AS $f$ SELECT id FROM t_p WHERE t_p.name = $1 $f$;
-CREATE FUNCTION pg_temp.b(name text) RETURNS uuid LANGUAGE sql AS $f$ SELECT id FROM t_b WHERE t_b.name = $1 $f$;
-
+\ir ../include/processes_and_maintenance_setup.psql
 -------------------------------------------------------------------------------------------------
 -- cleanup_batches: only finished batches, finished long enough ago.
 -------------------------------------------------------------------------------------------------

@@ -3,23 +3,7 @@
 BEGIN;
 SET LOCAL client_min_messages = warning;
 SELECT plan(15);
-
--- Scratch space for ids captured between statements (dropped by the ROLLBACK).
-CREATE TEMP TABLE t_ids (name text, id bigint);
-CREATE TEMP TABLE t_env (name text, env jsonb);
--- Runs a query returning one value and gives it as text, or the error it raised as 'ERROR: ...'
--- (so an unexpected error fails one test instead of aborting the whole file).
-CREATE FUNCTION pg_temp.eval(query text) RETURNS text LANGUAGE plpgsql AS $f$
-DECLARE
-    result text;
-BEGIN
-    EXECUTE query INTO result;
-    RETURN result;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'ERROR: ' || SQLERRM;
-END;
-$f$;
-
+\ir ../include/queues_setup.psql
 -------------------------------------------------------------------------------------------------
 -- job_envelope
 -------------------------------------------------------------------------------------------------

@@ -3,14 +3,7 @@
 BEGIN;
 SET LOCAL client_min_messages = warning;
 SELECT plan(3);
-
-CREATE TEMP TABLE t_ids (name text, id bigint);
--- Whether `fn`'s body has a statement of its own for `queue`'s table.
-CREATE FUNCTION pg_temp.has_branch(fn text, queue text) RETURNS boolean LANGUAGE sql AS $f$
-    SELECT prosrc LIKE format('%%WHEN %L THEN%%', queue) FROM pg_proc
-    WHERE oid = ('pgbus.' || fn)::regproc
-$f$;
-
+\ir ../include/queue_functions_setup.psql
 -------------------------------------------------------------------------------------------------
 -- A role that may create queues but does not own pgbus's functions: ensure_queue still works.
 -------------------------------------------------------------------------------------------------
