@@ -12,7 +12,7 @@ from typing import Any
 REDACTED = "[redacted]"
 
 # Keys whose values are user data or error text: message bodies, headers, job and workflow
-# arguments, step outputs, signal payloads, errors and their messages and backtraces. The
+# arguments, step outputs, signal payloads, errors and their messages, backtraces and causes. The
 # value under such a key is replaced whole, whatever it holds (a nested value never leaks).
 PAYLOAD_KEYS = frozenset(
     {
@@ -27,6 +27,8 @@ PAYLOAD_KEYS = frozenset(
         "error_message",
         "current_error_message",
         "backtrace",
+        "causes",
+        "newest_error",
     }
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NotRequired
 from uuid import UUID
 
@@ -19,7 +20,7 @@ from typing_extensions import TypedDict
 
 from pgbus.workflow.errors import InvalidSignalPayload, PayloadTooLarge
 from pgbus.workflow.payloads import encode_signal_payload
-from pgbus.workflow.runs import WorkflowRun
+from pgbus.workflow.runs import emit_command
 
 log = logging.getLogger("pgbus.mcp")
 
@@ -47,10 +48,18 @@ ACTOR_NAME_MAX = 100
 
 class WorkflowResult(TypedDict):
     run: dict[str, Any]
+    arguments: Any
     available_actions: list[str]
     attempts: list[dict[str, Any]]
+    pauses: list[dict[str, Any]]
     signals: list[dict[str, Any]]
     events: list[dict[str, Any]]
+    batches: list[dict[str, Any]]
+    steps: list[str]
+    rerun_of: str | None
+    reruns: list[dict[str, Any]]
+    max_payload_size: int
+    now: str
 
 
 class WorkflowsResult(Page):
@@ -68,6 +77,12 @@ ListStatus = Annotated[
     Field(description="ongoing (not finished or cancelled, the default), all, or one status"),
 ]
 Filter = Annotated[str | None, StringConstraints(max_length=255)]
+When = Annotated[
+    datetime | None,
+    Field(description="an ISO 8601 time such as 2026-12-01T09:30:00Z (no zone: UTC)"),
+]
+# Rows asked of pgbus.workflow_list per call while walking to a deep page (it caps at 501).
+RUN_CHUNK = 500
 
 
 class ActionResult(TypedDict):
@@ -80,32 +95,72 @@ class ActionResult(TypedDict):
 
 
 def workflow_detail(t: Tools, workflow_id: UUID, include: bool = False) -> WorkflowResult | None:
-    """The run with its attempts, signals, audit trail and available actions (the read layer
-    through the Python API), redacted unless both gates open; None when there is no such run."""
-    run = WorkflowRun(workflow_id, "")
-    row = run.row()
-    if row is None:
+    """The run as its dashboard page shows it (pgbus.workflow_detail): its list row, arguments,
+    attempts, pauses, signals, audit trail, fan-out batches, available actions, the definition's
+    steps and reruns; redacted unless both gates open. None when there is no such run."""
+    detail = t.data.workflow(str(workflow_id))
+    if detail is None:
         return None
-    return t.show(
-        {
-            "run": row,
-            "available_actions": run.available_actions(),
-            "attempts": run.steps(),
-            "signals": run.signals(),
-            "events": [
-                {
-                    "event": e.event,
-                    "actor": e.actor,
-                    "reason": e.reason,
-                    "details": e.details,
-                    "step_id": e.step_id,
-                    "created_at": e.created_at,
-                }
-                for e in run.events()
-            ],
-        },
-        include,
-    )
+    detail = dict(detail)
+    detail["available_actions"] = detail.pop("actions") or []
+    return t.show(detail, include)
+
+
+def list_filters(
+    status: str,
+    workflow_class: str | None,
+    step: str | None,
+    error_class: str | None,
+    subject_type: str | None,
+    subject_id: str | None,
+    created_from: datetime | None,
+    created_to: datetime | None,
+    ended_from: datetime | None,
+    ended_to: datetime | None,
+) -> dict[str, Any]:
+    """pgbus.workflow_list's arguments for the tool's filters (the dashboard's list has the
+    same ones); a blank text filter is no filter, a time without a zone is UTC."""
+
+    def text(v: str | None) -> str | None:
+        return v.strip() if v is not None and v.strip() else None
+
+    def at(v: datetime | None) -> datetime | None:
+        return v.replace(tzinfo=UTC) if v is not None and v.tzinfo is None else v
+
+    args = {
+        "only_status": status,
+        "only_class": text(workflow_class),
+        "only_step": text(step),
+        "only_error_class": text(error_class),
+        "only_subject_type": text(subject_type),
+        "only_subject_id": text(subject_id),
+        "created_from": at(created_from),
+        "created_to": at(created_to),
+        "ended_from": at(ended_from),
+        "ended_to": at(ended_to),
+    }
+    if (args["only_subject_type"] is None) != (args["only_subject_id"] is None):
+        raise ToolError("A subject filter needs both subject_type and subject_id")
+    for a, b in (("created_from", "created_to"), ("ended_from", "ended_to")):
+        if args[a] is not None and args[b] is not None and args[a] > args[b]:
+            raise ToolError(f"Bad range: {a} is after {b}")
+    return {k: v for k, v in args.items() if v is not None}
+
+
+def walk_runs(t: Tools, filters: dict[str, Any], offset: int, want: int) -> list[dict[str, Any]]:
+    """Rows offset..offset+want of the dashboard's run list (pgbus.workflow_list, newest
+    first), following its keyset cursor in chunks."""
+    rows: list[dict[str, Any]] = []
+    before = None
+    need = offset + want
+    while len(rows) < need:
+        size = min(RUN_CHUNK, need - len(rows))
+        chunk = t.data.workflow_runs(filters, before, size)
+        rows.extend(chunk)
+        if len(chunk) < size:
+            break
+        before = (chunk[-1]["created_at"], str(chunk[-1]["workflow_id"]))
+    return rows[offset:need]
 
 
 def actor_for(ctx: Context | None) -> str:
@@ -188,6 +243,8 @@ def act(
         log.exception("MCP %s on workflow %s failed", verb, workflow_id)
         return {"ok": False, "reason": UNEXPECTED, "workflow": None, "code": "error"}
     if answer.get("ok"):
+        if detail is not None:
+            instrument_command(detail, workflow_id, verb, params, answer, actor)
         done = DONE[verb]
         if verb == "signal" and answer.get("duplicate_delivery"):
             done = "Already delivered (same idempotency key): nothing stored"
@@ -203,6 +260,22 @@ def act(
     if "available_actions" in answer:
         result["available_actions"] = list(answer["available_actions"])
     return result
+
+
+def instrument_command(
+    detail: WorkflowResult,
+    workflow_id: UUID,
+    verb: str,
+    params: dict[str, Any] | None,
+    answer: dict[str, Any],
+    actor: str,
+) -> None:
+    """The events the Python API emits for the same verb (its transaction has committed: the
+    data source runs in autocommit). A failing subscriber is the instrumentation's to log."""
+    try:
+        emit_command(detail["run"]["workflow_class"], workflow_id, verb, params, answer, actor)
+    except Exception:
+        log.exception("MCP %s on workflow %s: instrumentation failed", verb, workflow_id)
 
 
 def refused_early(t: Tools, workflow_id: UUID, verb: str, code: str) -> ActionResult:
@@ -227,10 +300,13 @@ def register_reads(server: MCPServer, t: Tools) -> None:
     @server.tool(
         name="pgbus_workflows",
         title="Workflow runs",
-        description="Workflow runs newest first, filtered by status (ongoing by default), "
-        "workflow_class, step (the current step) and error_class (the current step's). Each "
-        "row: status, pause cause, current step and its state, error class. Paged (per_page at "
-        "most 100; total capped at 10,000 with has_more). Arguments and error text redacted "
+        description="Workflow runs newest first, as the dashboard's Workflows list shows them: "
+        "filtered by status (ongoing by default, all, or one status), workflow_class, step (the "
+        "current step), error_class (the current step's), a subject (subject_type and "
+        "subject_id together) and created/ended time ranges. Each row: status, pause cause, "
+        "current step, and facts (what the run is doing: kind, step status, attempt, error "
+        "class, due/overdue/running seconds, what it waits for, fan-out progress). Paged "
+        "(per_page at most 100; total capped at 10,000 with has_more). Error text redacted "
         "unless payloads are allowed and include_payloads is set.",
         annotations=READ_ONLY,
     )
@@ -240,47 +316,64 @@ def register_reads(server: MCPServer, t: Tools) -> None:
         workflow_class: Filter = None,
         step: Filter = None,
         error_class: Filter = None,
+        subject_type: Filter = None,
+        subject_id: Filter = None,
+        created_from: When = None,
+        created_to: When = None,
+        ended_from: When = None,
+        ended_to: When = None,
         page: int = 1,
         per_page: int = 25,
         include_payloads: Include = False,
     ) -> WorkflowsResult:
-        page, per_page = clamp_page(page, per_page)
-        filters = {
-            "status": status,
-            "workflow_class": workflow_class,
-            "step": step,
-            "error_class": error_class,
-        }
-        rows = t.data.workflow_runs_page(
-            **filters, offset=(page - 1) * per_page, limit=per_page + 1
+        filters = list_filters(
+            status,
+            workflow_class,
+            step,
+            error_class,
+            subject_type,
+            subject_id,
+            created_from,
+            created_to,
+            ended_from,
+            ended_to,
         )
-        total = t.data.workflow_runs_total(**filters, cap=TOTAL_CAP)
-        info = paged(rows, page, per_page, total, False)
+        page, per_page = clamp_page(page, per_page)
+        rows = walk_runs(t, filters, (page - 1) * per_page, per_page + 1)
+        count = t.data.workflow_runs_count(filters, TOTAL_CAP)
+        info = paged(rows, page, per_page, int(count["count"]), bool(count["capped"]))
         return {**info, "status": status, "runs": t.show(rows[:per_page], include_payloads)}
 
     @server.tool(
         name="pgbus_workflows_attention",
         title="Workflow runs needing attention",
         description="Stuck workflow runs (paused by an error, a stall or an operator; running "
-        "past the stall threshold; overdue; waiting past the visibility threshold) grouped by "
-        "class, step, reason and error class, with counts and first/last seen. List a group's "
-        "runs with pgbus_workflows (status, workflow_class, step, error_class).",
+        "past the stall threshold; overdue; waiting past the visibility threshold), grouped as "
+        "the dashboard's attention page groups them: by class, step, reason and error class, "
+        "with how many runs, first/last seen and the newest error (redacted unless payloads "
+        "are allowed and include_payloads is set). List a group's runs with pgbus_workflows "
+        "(workflow_class, step, error_class).",
         annotations=READ_ONLY,
     )
     @guarded
-    def pgbus_workflows_attention(workflow_class: Filter = None) -> AttentionResult:
-        groups = t.data.workflow_stuck_groups(workflow_class)
+    def pgbus_workflows_attention(
+        workflow_class: Filter = None, include_payloads: Include = False
+    ) -> AttentionResult:
+        only = workflow_class.strip() if workflow_class and workflow_class.strip() else None
+        groups = t.data.workflow_attention(only)
         return {
-            "groups": t.show(groups),
-            "stuck_runs": sum(int(g["count"]) for g in groups),
+            "groups": t.show(groups, include_payloads),
+            "stuck_runs": sum(int(g["runs"]) for g in groups),
         }
 
     @server.tool(
         name="pgbus_workflow",
         title="One workflow run",
-        description="One run: status, current step, its attempts (durations, errors), signals, "
-        "audit trail and available_actions. Arguments, outputs, signal payloads and error text "
-        "are redacted unless payloads are allowed and include_payloads is set.",
+        description="One run as its dashboard page shows it: its row (status, current step, "
+        "facts), arguments, attempts (durations, worker, errors), pauses, signals, audit trail, "
+        "fan-out batches, available_actions, the definition's steps and reruns. Arguments, "
+        "outputs, signal payloads and error text are redacted unless payloads are allowed and "
+        "include_payloads is set.",
         annotations=READ_ONLY,
     )
     @guarded

@@ -251,63 +251,6 @@ class DataSource:
     def workflow_counts(self) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM pgbus.workflow_status_counts")
 
-    def workflow_runs_page(
-        self,
-        *,
-        status: str = "ongoing",
-        workflow_class: str | None = None,
-        step: str | None = None,
-        error_class: str | None = None,
-        offset: int = 0,
-        limit: int = 25,
-    ) -> list[dict[str, Any]]:
-        """Runs newest first from the read layer (pgbus.workflow_runs_overview), filtered:
-        status 'ongoing' (not finished or cancelled), 'all' or one status."""
-        where, params = _run_filters(status, workflow_class, step, error_class)
-        return self._rows(
-            "SELECT * FROM pgbus.workflow_runs_overview"
-            + where
-            + " ORDER BY created_at DESC, workflow_id DESC OFFSET %s LIMIT %s",
-            (*params, max(0, offset), max(1, limit)),
-        )
-
-    def workflow_runs_total(
-        self,
-        *,
-        status: str = "ongoing",
-        workflow_class: str | None = None,
-        step: str | None = None,
-        error_class: str | None = None,
-        cap: int = 10_000,
-    ) -> int:
-        """How many runs match, counting no further than cap + 1."""
-        where, params = _run_filters(status, workflow_class, step, error_class)
-        return self._value(
-            "SELECT count(*) FROM (SELECT 1 FROM pgbus.workflow_runs_overview"
-            + where
-            + " LIMIT %s) c",
-            (*params, cap + 1),
-        )
-
-    def workflow_stuck_groups(self, workflow_class: str | None = None) -> list[dict[str, Any]]:
-        """The stuck runs (pgbus.workflow_stuck) grouped by class, step, reason and error
-        class, with how many and when the first and last got stuck."""
-        s = settings()
-        return self._rows(
-            "SELECT workflow_class, step_name, reason, error_class, count(*) AS count,"
-            " min(since) AS first_seen, max(since) AS last_seen"
-            " FROM pgbus.workflow_stuck(%s, %s, %s)"
-            " WHERE %s::text IS NULL OR workflow_class = %s"
-            " GROUP BY 1, 2, 3, 4 ORDER BY count(*) DESC, 1, 2, 3, 4",
-            (
-                s.workflow_stall_threshold,
-                s.workflow_overdue_after,
-                s.workflow_waiting_visibility_threshold,
-                workflow_class,
-                workflow_class,
-            ),
-        )
-
     def health(self) -> dict[str, Any]:
         """The verdict OK / DEGRADED / STALLED with its reasons (pgbus.health_verdict)."""
         return self._value(
@@ -487,35 +430,6 @@ def _refusal(exc: psycopg.Error) -> Outcome:
     if code in ("22023", "22P02", "22001"):
         return {"ok": False, "code": "invalid", "message": "Not done: the input was refused"}
     raise exc
-
-
-RUN_STATUSES = ("ready", "running", "waiting", "paused", "finished", "cancelled")
-
-
-def _run_filters(
-    status: str, workflow_class: str | None, step: str | None, error_class: str | None
-) -> tuple[str, list[Any]]:
-    """The WHERE clause over pgbus.workflow_runs_overview for the filters given."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    if status == "ongoing":
-        clauses.append("ended_at IS NULL")
-    elif status in RUN_STATUSES:
-        clauses.append("status = %s")
-        params.append(status)
-    elif status != "all":
-        raise ValueError(
-            f"{status!r} is not a run status (ongoing, all, {', '.join(RUN_STATUSES)})"
-        )
-    for column, value in (
-        ("workflow_class", workflow_class),
-        ("current_step", step),
-        ("current_error_class", error_class),
-    ):
-        if value is not None:
-            clauses.append(f"{column} = %s")
-            params.append(value)
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 def _param(v: Any) -> Any:

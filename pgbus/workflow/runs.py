@@ -48,6 +48,36 @@ def emit_status(
     emit(event, **fields)
 
 
+def emit_command(
+    workflow_class: str,
+    workflow_id: UUID | str,
+    verb: str,
+    params: Mapping[str, Any] | None,
+    result: Mapping[str, Any],
+    actor: str | None,
+) -> None:
+    """Instrumentation for an outside verb that was done (pgbus.workflow_command answered ok),
+    emitted once its transaction has committed. The one place every writer (the Python API,
+    the MCP write tools) turns a verb into events: a delivered signal is
+    pgbus.workflow.signal; a pause, cancel, resume or skip that left the run paused, cancelled
+    or finished is pgbus.workflow_paused / _cancelled / _finished."""
+    if not result.get("ok", True):
+        return
+    if verb == "signal":
+        emit(
+            "pgbus.workflow.signal",
+            workflow_class=workflow_class,
+            workflow_id=workflow_id,
+            name=(params or {}).get("name"),
+            signal_id=result["signal_id"],
+            duplicate_delivery=result["duplicate_delivery"],
+            woke=result["woke"],
+            actor=actor,
+        )
+    elif verb in ("pause", "cancel", "resume", "skip"):
+        emit_status(workflow_class, workflow_id, result["status"], actor)
+
+
 @dataclasses.dataclass(frozen=True)
 class Event:
     event: str
@@ -289,15 +319,12 @@ class WorkflowRun:
                 raise WorkflowRefused(
                     verb, result["code"], result.get("status"), result.get("message")
                 )
-            if verb == "signal":
-                self.signal_delivered(c, params["name"], result, actor)
-            elif verb in ("pause", "cancel", "resume", "skip"):
-                after_commit(
-                    c,
-                    lambda: emit_status(
-                        self.workflow_class, self.workflow_id, result["status"], actor
-                    ),
-                )
+            after_commit(
+                c,
+                lambda: emit_command(
+                    self.workflow_class, self.workflow_id, verb, params, result, actor
+                ),
+            )
         return result
 
     def signal_delivered(
@@ -306,14 +333,7 @@ class WorkflowRun:
         """Instrumentation of a delivered signal, once its transaction commits."""
         after_commit(
             conn,
-            lambda: emit(
-                "pgbus.workflow.signal",
-                workflow_class=self.workflow_class,
-                workflow_id=self.workflow_id,
-                name=name,
-                signal_id=result["signal_id"],
-                duplicate_delivery=result["duplicate_delivery"],
-                woke=result["woke"],
-                actor=actor,
+            lambda: emit_command(
+                self.workflow_class, self.workflow_id, "signal", {"name": name}, result, actor
             ),
         )

@@ -202,11 +202,16 @@ async def test_workflow_detail(db_url, conn):
     run = paused_run(conn)
     async with client(db_url) as c:
         w = await call(c, "pgbus_workflow", workflow_id=str(run))
-        assert w["run"]["status"] == "paused" and w["run"]["current_error_class"] == "KeyError"
-        assert "resume" in w["available_actions"]
+        assert w["run"]["status"] == "paused" and w["run"]["facts"]["error_class"] == "KeyError"
+        assert w["run"]["facts"]["kind"] == "paused_error"
+        assert "resume" in w["available_actions"] and w["steps"] == ["one", "two"]
         assert [a["status"] for a in w["attempts"]] == ["failed"]
         assert [e["event"] for e in w["events"]][-1] == "paused"
-        assert w["run"]["arguments"] == "[redacted]" and w["attempts"][0]["error"] == "[redacted]"
+        assert w["arguments"] == "[redacted]"
+        a = w["attempts"][0]
+        assert a["error_class"] == "KeyError"
+        assert a["error_message"] == a["backtrace"] == w["run"]["facts"]["error_message"]
+        assert a["error_message"] == "[redacted]" and SECRET not in text_of(w)
         missing = "00000000-0000-0000-0000-000000000000"
         assert "not found" in await error(c, "pgbus_workflow", workflow_id=missing)
         r = await c.call_tool("pgbus_workflow", {"workflow_id": "not-a-uuid"})
@@ -258,8 +263,8 @@ async def test_workflows_list_filters_and_pages(db_url, conn):
         assert {r["workflow_id"] for r in p["runs"] + p2["runs"]} == {str(x) for x in paused}
         assert (await call(c, "pgbus_workflows", status="cancelled"))["total"] == 1
         assert (await call(c, "pgbus_workflows", workflow_class="Nope"))["runs"] == []
-        assert all(r["arguments"] == "[redacted]" for r in p["runs"])
-        assert all(r["current_error_message"] == "[redacted]" for r in p["runs"])
+        assert all(r["facts"]["error_message"] == "[redacted]" for r in p["runs"])
+        assert all(r["facts"]["error_class"] == "KeyError" for r in p["runs"])
         assert SECRET not in text_of(everything)
         r = await c.call_tool("pgbus_workflows", {"status": "sleeping"})
         assert r.is_error
@@ -278,8 +283,9 @@ async def test_workflows_attention_groups_the_stuck_runs(db_url, conn):
             top["step_name"],
             top["reason"],
             top["error_class"],
-            top["count"],
+            top["runs"],
         ) == ("McpPaused", "one", "paused_error", "KeyError", 3)
-        assert top["first_seen"] <= top["last_seen"]
+        assert top["first_seen"] <= top["last_seen"] and top["newest_error"] == "[redacted]"
         one = await call(c, "pgbus_workflows_attention", workflow_class="McpOther")
-        assert [g["count"] for g in one["groups"]] == [1]
+        assert [g["runs"] for g in one["groups"]] == [1]
+        assert SECRET not in text_of(a)
