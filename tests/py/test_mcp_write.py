@@ -263,3 +263,79 @@ async def test_an_unexpected_failure_answers_a_fixed_reason(db_url, conn, caplog
     }
     assert "workflow_command_expecting" in caplog.text  # logged, never answered
     assert status(conn, run) == "paused"
+
+
+# -- instrumentation: the same events as the Python API's verbs ---------------------------------
+
+
+@pytest.fixture
+def recorded():
+    from pgbus.instrumentation import subscribe
+
+    seen: list[tuple[str, dict]] = []
+    sub = subscribe("pgbus.workflow*", lambda name, payload: seen.append((name, payload)))
+    yield seen
+    sub.unsubscribe()
+
+
+def shape(seen: list[tuple[str, dict]]) -> list[tuple[str, list[str]]]:
+    return [(n, sorted(p)) for n, p in seen if n != "pgbus.workflow.gauge"]
+
+
+async def test_write_tools_emit_the_events_the_python_api_emits(db_url, conn, recorded):
+    from pgbus.workflow.runs import WorkflowRun
+
+    by_api = {"cancel": later_run(conn, "ApiLater"), "signal": waiting_run(conn, "ApiWait")}
+    by_mcp = {"cancel": later_run(conn), "signal": waiting_run(conn)}
+    skipped = waiting_run(conn, "McpSkip")
+    WorkflowRun(by_api["cancel"], "ApiLater").cancel(actor="ops", reason="api")
+    WorkflowRun(by_api["signal"], "ApiWait").signal("paid", {"n": 1}, actor="ops", reason="api")
+    api_events = list(recorded)
+    recorded.clear()
+    async with client(db_url, write_tools=True) as c:
+        await call(c, "pgbus_workflow_cancel", workflow_id=str(by_mcp["cancel"]), reason="mcp")
+        await call(
+            c,
+            "pgbus_workflow_signal",
+            workflow_id=str(by_mcp["signal"]),
+            name="paid",
+            payload={"n": 1},
+            reason="mcp",
+        )
+        mcp_events = list(recorded)
+        # a refusal and a duplicate-key answer: nothing done, nothing (new) emitted
+        recorded.clear()
+        r = await call(c, "pgbus_workflow_resume", workflow_id=str(by_mcp["cancel"]), reason="x")
+        assert not r["ok"] and recorded == []
+        await call(c, "pgbus_workflow_skip_step", workflow_id=str(skipped), reason="skip it")
+    assert (
+        shape(mcp_events)
+        == shape(api_events)
+        == [
+            ("pgbus.workflow_cancelled", ["actor", "error_class", "workflow_class", "workflow_id"]),
+            (
+                "pgbus.workflow.signal",
+                [
+                    "actor",
+                    "duplicate_delivery",
+                    "name",
+                    "signal_id",
+                    "woke",
+                    "workflow_class",
+                    "workflow_id",
+                ],
+            ),
+        ]
+    )
+    cancelled, signal = mcp_events[0][1], mcp_events[1][1]
+    assert cancelled["workflow_class"] == "McpLater" and str(cancelled["workflow_id"]) == str(
+        by_mcp["cancel"]
+    )
+    assert cancelled["actor"] == signal["actor"] == "mcp:test-agent"
+    assert signal["name"] == "paid" and signal["woke"] and not signal["duplicate_delivery"]
+    assert ("cancelled", "mcp:test-agent", "mcp") in events(conn, by_mcp["cancel"])
+    assert ("signal_received", "mcp:test-agent", "mcp") in events(conn, by_mcp["signal"])
+    # skip moves the waiting run on to its next step: no run-level event, as with the API
+    assert status(conn, skipped) == "ready"
+    assert [n for n, _ in recorded if n != "pgbus.workflow.gauge"] == []
+    assert ("step_skipped", "mcp:test-agent", "skip it") in events(conn, skipped)
