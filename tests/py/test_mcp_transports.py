@@ -4,24 +4,31 @@ protection), and asgi_app mounted in the dashboard."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import Implementation
 from starlette.testclient import TestClient
 
-from tests.py.mcp_support import events, paused_run
+from tests.py.mcp_support import events, paused_run, status
+from tests.py.test_mcp_write import WRITE_TOOLS
 
 pytestmark = pytest.mark.anyio
 PGBUS = [sys.executable, "-m", "pgbus.cli"]
+ROOT = Path(__file__).resolve().parents[2]
 RPC_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
@@ -152,8 +159,156 @@ async def test_http_client_with_the_token(http_server, conn):
         assert not r.is_error and "queues" in r.structured_content
         r = await c.call_tool("pgbus_workflow_cancel", {"workflow_id": str(run), "reason": "http"})
         assert r.structured_content["ok"]
-    actor = events(conn, run)[-1][1]
-    assert actor in ("mcp", "mcp:mcp")  # plain mcp where stateless HTTP does not know the client
+    # The SDK's client calls itself "mcp" when given no client_info.
+    assert events(conn, run)[-1] == ("cancelled", "mcp:mcp", "http")
+
+
+# -- a real HTTP server process and the official client -----------------------------------------
+
+
+@contextlib.contextmanager
+def serving(db_url: str, args: list[str], **env: str) -> Iterator[tuple[str, Path]]:
+    """A server process on a free port (args get --port N appended); yields its URL and the
+    file its stderr goes to; stopped and reaped on the way out."""
+    port = free_port()
+    log = Path(tempfile.mkstemp(prefix="pgbus-mcp-", suffix=".log")[1])
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [*args, "--port", str(port)],
+            env=env_for(db_url, **env),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/", log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.unlink(missing_ok=True)
+
+
+def http_client(
+    url: str, name: str | None = "claude-desktop", *, mode: str = "auto", **headers: str
+) -> Client:
+    """The official client over streamable HTTP; mode "legacy" forces the pre-2026 handshake."""
+    info = Implementation(name=name, version="1") if name else None
+    http = create_mcp_http_client(headers=headers)
+    return Client(streamable_http_client(url, http_client=http), client_info=info, mode=mode)
+
+
+def mcp_errors(exc: BaseException) -> list[MCPError]:
+    """The MCPErrors inside what the client raised (it wraps them in exception groups)."""
+    if isinstance(exc, MCPError):
+        return [exc]
+    if isinstance(exc, BaseExceptionGroup):
+        return [e for x in exc.exceptions for e in mcp_errors(x)]
+    return []
+
+
+async def unauthorized(client: Client) -> bool:
+    try:
+        async with client as c:
+            await c.list_tools()
+    except Exception as exc:  # the client raises it inside exception groups
+        found = mcp_errors(exc)
+        return bool(found) and all(e.error.code == -32001 for e in found)
+    return False
+
+
+async def test_over_http_the_actor_names_the_client_or_is_plain_mcp(http_server, conn):
+    """The modern protocol sends the client's name with every request, so a stateless HTTP
+    call knows it: `mcp:<name>`. The legacy handshake gave it once, at initialize, in another
+    request: that call does not know the client, and the audit trail says plain `mcp`."""
+    named, legacy = paused_run(conn), paused_run(conn, "McpOther")
+    async with http_client(http_server, "claude-desktop", Authorization="Bearer s3cret") as c:
+        r = await c.call_tool(
+            "pgbus_workflow_cancel", {"workflow_id": str(named), "reason": "over http"}
+        )
+        assert r.structured_content["ok"] and r.structured_content["reason"] == "Cancelled"
+    old = http_client(http_server, "claude-desktop", mode="legacy", Authorization="Bearer s3cret")
+    async with old as c:
+        r = await c.call_tool(
+            "pgbus_workflow_resume",
+            {"workflow_id": str(legacy), "reason": "legacy", "expected_status": "paused"},
+        )
+        assert r.structured_content["ok"]
+        assert r.structured_content["workflow"]["run"]["status"] == "ready"
+    assert events(conn, named)[-1] == ("cancelled", "mcp:claude-desktop", "over http")
+    assert ("resumed", "mcp", "legacy") in events(conn, legacy)
+
+
+async def test_over_http_the_official_client_gets_unauthorized(http_server):
+    assert await unauthorized(http_client(http_server))
+    assert await unauthorized(http_client(http_server, Authorization="Bearer wrong"))
+    assert await unauthorized(http_client(http_server, Authorization="bearer s3cret"))
+    async with http_client(http_server, Authorization="Bearer s3cret") as c:
+        assert "pgbus_health" in {t.name for t in (await c.list_tools()).tools}
+
+
+async def test_over_http_write_tools_are_off_unless_switched_on(db_url, conn):
+    run = paused_run(conn)
+    before = events(conn, run)
+    with serving(db_url, [*PGBUS, "mcp", "--http"], PGBUS_MCP_TOKEN="s3cret") as (url, log):
+        async with http_client(url, Authorization="Bearer s3cret") as c:
+            listed = {t.name for t in (await c.list_tools()).tools}
+            r = await c.call_tool("pgbus_workflow_cancel", {"workflow_id": str(run), "reason": "x"})
+            assert r.is_error and "Traceback" not in r.content[0].text
+            assert not (await c.call_tool("pgbus_workflow", {"workflow_id": str(run)})).is_error
+        assert "write tools are ON" not in log.read_text()
+    assert not any(n.startswith("pgbus_workflow_") for n in listed) and "pgbus_workflow" in listed
+    assert status(conn, run) == "paused" and events(conn, run) == before
+    # On and without a token (localhost): it says so, and that anyone can change runs.
+    with serving(db_url, [*PGBUS, "mcp", "--http"], PGBUS_MCP_WRITE_TOOLS="true") as (url, log):
+        async with http_client(url) as c:
+            on = {t.name for t in (await c.list_tools()).tools}
+        said = log.read_text()
+    assert on - listed == WRITE_TOOLS and listed <= on
+    assert "write tools are ON" in said
+    assert "anyone who reaches it" in said and "change workflow runs" in said
+
+
+async def test_over_http_an_auth_callable_wins_over_the_token(db_url, conn):
+    run = paused_run(conn)
+    uvicorn = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "tests.py.mcp_auth_app:app",
+        "--log-level",
+        "warning",
+    ]
+    with serving(db_url, uvicorn, PGBUS_MCP_WRITE_TOOLS="1") as (url, log):
+        assert await unauthorized(http_client(url, Authorization="Bearer t0k"))
+        assert await unauthorized(http_client(url, **{"x-team": "dev"}))
+        assert await unauthorized(http_client(url, **{"x-team": "boom"}))
+        raw = httpx.post(url, json=RPC_LIST, headers={**MCP_HEADERS, "x-team": "boom"}, timeout=10)
+        assert raw.status_code == 401 and raw.headers["www-authenticate"] == "Bearer"
+        assert raw.json()["error"] == {"code": -32001, "message": "Unauthorized"}
+        assert "directory" not in raw.text
+        async with http_client(url, **{"x-team": "ops"}) as c:
+            health = await c.call_tool("pgbus_health", {})
+            assert not health.is_error and health.structured_content["status"]
+            r = await c.call_tool(
+                "pgbus_workflow_cancel", {"workflow_id": str(run), "reason": "team ops"}
+            )
+            assert r.structured_content["ok"]
+        said = log.read_text()
+    assert "MCP auth callable raised" in said and "directory is down" in said
+    assert events(conn, run)[-1] == ("cancelled", "mcp:claude-desktop", "team ops")
 
 
 def test_the_dashboard_mounts_it_at_mcp(db_url, caplog):
