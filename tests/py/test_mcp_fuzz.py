@@ -53,7 +53,14 @@ def test_random_arguments_to_every_tool(db_url, conn):
             "status": st.sampled_from(["ongoing", "all", "paused", "sleeping"]),
             "period": st.sampled_from(["1h", "24h", "2h", ""]),
             "reason": st.one_of(st.text(max_size=20), st.just("   "), st.just("x" * 501)),
+            "subject_type": st.sampled_from(["Order", "", " ", None]),
+            "subject_id": st.sampled_from(["1", "", None]),
         }
+        times = st.sampled_from(
+            ["2026-01-01T00:00", "2026-12-01T09:30:00Z", "0001-01-01T00:00:00-14:00", "nope", None]
+        )
+        for when in ("created_from", "created_to", "ended_from", "ended_to"):
+            special[when] = times
         return st.one_of(special.get(prop, json_values), json_values)
 
     @st.composite
