@@ -1,13 +1,13 @@
-"""The MCP read tools at a modest scale: every read tool's median answer time over the
-in-process SDK client and over `pgbus mcp --http` (a real subprocess, bearer token), against
-the budgets (50 ms in process, 60 ms over HTTP).
+"""The MCP read tools at the dashboard benchmark's data size: every read tool's median answer
+time over the in-process SDK client and over `pgbus mcp --http` (a real subprocess, bearer
+token), against the budgets (50 ms in process, 60 ms over HTTP).
 
-Data (set-based SQL, one transaction): --runs workflow runs (default 100,000; one step row and
-one event each) over 10 classes, 1% paused on an error, 2% ongoing; one queue holding --messages
-messages (default 10,000) and a dead-letter queue of 1,000; 10,000 job_stats rows in the last
-hour; 50 recurring tasks.
+Data, built deterministically with set-based SQL (generate_series, one transaction per part):
+the workflow runs of bench.workflow_pages (--runs, default 1,000,000: 3 step rows and 3 events
+each, 20 classes, 1% stuck, 2% ongoing), one queue holding --messages messages (default 10,000)
+and a dead-letter queue of 1,000, 10,000 job_stats rows in the last hour, 50 recurring tasks.
 
-    .venv/bin/python -m bench.mcp [--runs 100000] [--messages 10000] [--repeat 15] [--skip-load]
+    .venv/bin/python -m bench.mcp [--runs 1000000] [--messages 10000] [--repeat 15] [--skip-load]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import psycopg
@@ -30,38 +31,19 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from pgbus.mcp import build_server
 
 import pgbus
-from bench.harness import durability, scratch_database, server_url
+from bench import workflow_pages
+from bench.harness import durability, server_url
+from pgbus import migrate
 from pgbus.data import DataSource
 
 BUDGET_IN_PROCESS_MS = 50
 BUDGET_HTTP_MS = 60
+DATABASE = "pgbus_bench_mcp"
 
+# Everything besides the workflow runs (those are bench.workflow_pages' load).
 LOAD = """
 BEGIN;
 SET LOCAL synchronous_commit = off;
-INSERT INTO pgbus.workflow_definitions (workflow_class, steps, digest, queue)
-SELECT 'Bench' || c, '[{"name": "fetch"}, {"name": "charge"}]', 'd1', 'bench_wf'
-FROM generate_series(0, 9) c ON CONFLICT (workflow_class) DO NOTHING;
-CREATE TEMP TABLE r ON COMMIT DROP AS
-SELECT n, md5('bench' || n)::uuid AS id, 'Bench' || (n %% 10) AS cls,
-       now() - interval '30 days' + n * (interval '30 days' / %(runs)s) AS created,
-       CASE WHEN n %% 100 = 0 THEN 'paused' WHEN n %% 100 IN (1, 2) THEN 'ready' ELSE 'finished' END AS st
-FROM generate_series(1, %(runs)s) n;
-INSERT INTO pgbus.workflows (workflow_id, workflow_class, arguments, status, pause_cause, current_step,
-                             definition_digest, created_at, updated_at, ended_at)
-SELECT id, cls, jsonb_build_object('n', n), st, CASE st WHEN 'paused' THEN 'error' END, 'charge', 'd1',
-       created, created + interval '1 minute', CASE st WHEN 'finished' THEN created + interval '1 minute' END
-FROM r;
-INSERT INTO pgbus.workflow_steps (workflow_id, step_name, status, queue, scheduled_at, started_at, ended_at,
-                                  error, error_class)
-SELECT id, 'charge', CASE st WHEN 'paused' THEN 'failed' WHEN 'ready' THEN 'scheduled' ELSE 'completed' END,
-       'bench_wf', created, created, CASE st WHEN 'ready' THEN NULL ELSE created + interval '1 minute' END,
-       CASE st WHEN 'paused' THEN '{"message": "card declined"}'::jsonb END,
-       CASE st WHEN 'paused' THEN 'CardDeclined' END
-FROM r;
-UPDATE pgbus.workflows w SET current_step_id = s.step_id FROM pgbus.workflow_steps s
-WHERE s.workflow_id = w.workflow_id;
-INSERT INTO pgbus.workflow_events (workflow_id, event, actor, created_at) SELECT id, 'started', 'app', created FROM r;
 SELECT pgbus.ensure_queue('pgbus_default');
 SELECT pgbus.ensure_queue('pgbus_default_dlq');
 SELECT pgmq.send_batch('pgbus_default',
@@ -81,6 +63,22 @@ ANALYZE;
 """
 
 
+def load(admin: str, runs: int, messages: int) -> str:
+    url = urlunsplit(urlsplit(admin)._replace(path="/" + DATABASE))
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {DATABASE}")
+    migrate.migrate(url)
+    t0 = time.monotonic()
+    print(f"loading {runs:,} runs ...", flush=True)
+    took = workflow_pages.load(url, runs)
+    print(f"runs loaded in {took:.0f} s", flush=True)
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(LOAD % {"messages": messages})
+    print(f"loaded in {time.monotonic() - t0:.0f} s", flush=True)
+    return url
+
+
 def calls(paused_id: str) -> list[tuple[str, dict[str, Any]]]:
     return [
         ("pgbus_health", {}),
@@ -97,9 +95,16 @@ def calls(paused_id: str) -> list[tuple[str, dict[str, Any]]]:
         ("pgbus_recurring", {}),
         ("pgbus_deploy_tasks", {}),
         ("pgbus_workflows", {}),
+        ("pgbus_workflows", {"status": "all"}),
+        ("pgbus_workflows", {"status": "all", "workflow_class": "Bench7"}),
         ("pgbus_workflows", {"status": "paused", "workflow_class": "Bench0"}),
+        ("pgbus_workflows", {"error_class": "Timeout1"}),
+        ("pgbus_workflows", {"status": "all", "subject_type": "User", "subject_id": "4242"}),
+        ("pgbus_workflows", {"status": "finished", "page": 5, "per_page": 100}),
+        ("pgbus_workflows", {"status": "all", "page": 40, "per_page": 100}),
         ("pgbus_workflow", {"workflow_id": paused_id}),
         ("pgbus_workflows_attention", {}),
+        ("pgbus_workflows_attention", {"workflow_class": "Bench3"}),
     ]
 
 
@@ -126,26 +131,24 @@ def free_port() -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=1_000_000)
     ap.add_argument("--messages", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--skip-load", action="store_true")
     args = ap.parse_args()
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     admin = server_url()
     if args.skip_load:
-        url = admin.rsplit("/", 1)[0] + "/pgbus_bench"
+        url = urlunsplit(urlsplit(admin)._replace(path="/" + DATABASE))
     else:
-        url = scratch_database(admin)
-        t0 = time.monotonic()
-        with psycopg.connect(url, autocommit=True) as c:
-            c.execute(LOAD % {"runs": args.runs, "messages": args.messages})
-        print(f"loaded in {time.monotonic() - t0:.1f} s")
+        url = load(admin, args.runs, args.messages)
     pgbus.configure(database_url=url)
+    for name in ("httpx", "mcp"):  # one line per request otherwise
+        logging.getLogger(name).setLevel(logging.WARNING)
     with psycopg.connect(url) as c:
         paused = str(
             c.execute(
-                "SELECT workflow_id FROM pgbus.workflows WHERE status = 'paused' LIMIT 1"
+                "SELECT workflow_id FROM pgbus.workflows WHERE status = 'paused'"
+                " ORDER BY created_at LIMIT 1"
             ).fetchone()[0]
         )
         n_runs = c.execute("SELECT count(*) FROM pgbus.workflows").fetchone()[0]

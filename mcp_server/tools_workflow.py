@@ -81,8 +81,6 @@ When = Annotated[
     datetime | None,
     Field(description="an ISO 8601 time such as 2026-12-01T09:30:00Z (no zone: UTC)"),
 ]
-# Rows asked of pgbus.workflow_list per call while walking to a deep page (it caps at 501).
-RUN_CHUNK = 500
 
 
 class ActionResult(TypedDict):
@@ -147,20 +145,16 @@ def list_filters(
     return {k: v for k, v in args.items() if v is not None}
 
 
-def walk_runs(t: Tools, filters: dict[str, Any], offset: int, want: int) -> list[dict[str, Any]]:
+def runs_from(t: Tools, filters: dict[str, Any], offset: int, want: int) -> list[dict[str, Any]]:
     """Rows offset..offset+want of the dashboard's run list (pgbus.workflow_list, newest
-    first), following its keyset cursor in chunks."""
-    rows: list[dict[str, Any]] = []
+    first): a numbered page starts from the keyset cursor at its offset
+    (pgbus.workflow_list_cursor), so a deep page costs about what the first one does."""
     before = None
-    need = offset + want
-    while len(rows) < need:
-        size = min(RUN_CHUNK, need - len(rows))
-        chunk = t.data.workflow_runs(filters, before, size)
-        rows.extend(chunk)
-        if len(chunk) < size:
-            break
-        before = (chunk[-1]["created_at"], str(chunk[-1]["workflow_id"]))
-    return rows[offset:need]
+    if offset > 0:
+        before = t.data.workflow_runs_cursor(filters, offset)
+        if before is None:
+            return []
+    return t.data.workflow_runs(filters, before, want)
 
 
 def actor_for(ctx: Context | None) -> str:
@@ -339,7 +333,7 @@ def register_reads(server: MCPServer, t: Tools) -> None:
             ended_to,
         )
         page, per_page = clamp_page(page, per_page)
-        rows = walk_runs(t, filters, (page - 1) * per_page, per_page + 1)
+        rows = runs_from(t, filters, (page - 1) * per_page, per_page + 1)
         count = t.data.workflow_runs_count(filters, TOTAL_CAP)
         info = paged(rows, page, per_page, int(count["count"]), bool(count["capped"]))
         return {**info, "status": status, "runs": t.show(rows[:per_page], include_payloads)}

@@ -319,6 +319,19 @@ class DataSource:
             },
         )
 
+    def workflow_runs_cursor(
+        self, filters: dict[str, Any], skip: int
+    ) -> tuple[datetime, str] | None:
+        """The keyset cursor `skip` runs into the list (pgbus.workflow_list_cursor): pass it
+        as workflow_runs' `before` to read from run skip + 1. None when fewer runs match."""
+        names = [k for k in WORKFLOW_FILTERS if filters.get(k) is not None]
+        args = "".join(f", {k} => %({k})s" for k in names)
+        row = self._one(
+            f"SELECT * FROM pgbus.workflow_list_cursor(%(skip)s{args})",
+            {**{k: filters[k] for k in names}, "skip": skip},
+        )
+        return (row["before_created"], str(row["before_id"])) if row else None
+
     def workflow_runs_count(self, filters: dict[str, Any], cap: int = 10000) -> dict[str, Any]:
         """How many runs match, up to `cap` ({"count", "capped"})."""
         names = [k for k in WORKFLOW_FILTERS if filters.get(k) is not None]
