@@ -22,8 +22,6 @@ log = logging.getLogger("pgbus.mcp")
 MAX_PER_PAGE = 100
 TOTAL_CAP = 10_000
 PERIODS = ("1h", "24h", "7d", "30d")
-# Rows the read layer hands over per call when a page is walked to (its own cap is 500).
-_CHUNK = 500
 # What a client sees when a read fails for a reason of ours (the log has the error).
 READ_FAILED = "pgbus could not answer that: see the server's log"
 
@@ -192,24 +190,18 @@ class Tools:
 
     # -- messages ---------------------------------------------------------------------------
 
-    def _walk(self, dead_letters: bool, queue: str | None, offset: int, want: int) -> list:
-        """Rows offset..offset+want of the newest-first list, walking the keyset pages."""
-        rows: list[dict[str, Any]] = []
+    def _page_of(self, dead_letters: bool, queue: str | None, offset: int, want: int) -> list:
+        """Rows offset..offset+want of the newest-first list: a numbered page starts from the
+        keyset cursor at its offset (pgbus.messages_cursor), so a deep page costs about what
+        the first one does."""
         before = None
-        need = offset + want
-        while len(rows) < need:
-            chunk = self.data.messages(
-                dead_letters=dead_letters,
-                queue=queue,
-                before=before,
-                page_size=min(_CHUNK, need - len(rows)),
-            )
-            rows.extend(chunk)
-            if len(chunk) < min(_CHUNK, need - len(rows) + len(chunk)):
-                break
-            last = chunk[-1]
-            before = (last["enqueued_at"], last["queue_name"], last["msg_id"])
-        return rows[offset:need]
+        if offset > 0:
+            before = self.data.messages_cursor(dead_letters=dead_letters, queue=queue, skip=offset)
+            if before is None:
+                return []
+        return self.data.messages(
+            dead_letters=dead_letters, queue=queue, before=before, page_size=want
+        )
 
     def _count(self, dead_letters: bool, queue: str | None) -> tuple[int, bool]:
         total, capped = 0, False
@@ -232,7 +224,7 @@ class Tools:
         if queue is not None and not dead_letters and queue.endswith("_dlq"):
             raise ToolError(f"{queue[:200]} is a dead-letter queue: use pgbus_dlq")
         page, per_page = clamp_page(page, per_page)
-        rows = self._walk(dead_letters, queue, (page - 1) * per_page, per_page + 1)
+        rows = self._page_of(dead_letters, queue, (page - 1) * per_page, per_page + 1)
         total, capped = self._count(dead_letters, queue)
         info = paged(rows, page, per_page, total, capped)
         return self.show(rows[:per_page], include), info

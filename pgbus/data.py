@@ -207,6 +207,16 @@ class DataSource:
             (dead_letters, queue, at, q, i, page_size, self._stale_after()),
         )
 
+    def messages_cursor(
+        self, *, dead_letters: bool, queue: str | None = None, skip: int = 0
+    ) -> tuple[datetime, str, int] | None:
+        """The cursor `skip` messages into messages()' list (pgbus.messages_cursor): pass it
+        as `before` to read from message skip + 1. None when fewer messages wait."""
+        row = self._one(
+            "SELECT * FROM pgbus.messages_cursor(%s, %s, %s)", (dead_letters, queue, skip)
+        )
+        return (row["before_at"], row["before_queue"], row["before_id"]) if row else None
+
     def message(self, queue: str, msg_id: int) -> dict[str, Any] | None:
         return self._one(
             "SELECT * FROM pgbus.queue_message(%s, %s::bigint, %s)",
