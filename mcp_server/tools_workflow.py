@@ -14,6 +14,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pgbus.mcp.redact import REDACTED
 from pgbus.mcp.server import READ_ONLY, TOTAL_CAP, Page, Tools, clamp_page, guarded, paged
 from pydantic import Field, StringConstraints
 from typing_extensions import TypedDict
@@ -41,6 +42,8 @@ Include = Annotated[
     Field(description="show payloads, if the server allows them (else they stay [redacted])"),
 ]
 
+# Audit events whose reason is error text rather than an operator's words.
+ERROR_TEXT_EVENTS = frozenset({"repair_failed"})
 # What a client is told when an action failed for a reason of ours (the log has the error).
 UNEXPECTED = "Not done: an unexpected error (it is in the pgbus log)"
 ACTOR_NAME_MAX = 100
@@ -101,7 +104,13 @@ def workflow_detail(t: Tools, workflow_id: UUID, include: bool = False) -> Workf
         return None
     detail = dict(detail)
     detail["available_actions"] = detail.pop("actions") or []
-    return t.show(detail, include)
+    shown = t.show(detail, include)
+    if not (t.allow_payloads and include):
+        for e in shown["events"]:
+            # The sweep records a failed repair with the database's error text as its reason.
+            if e.get("event") in ERROR_TEXT_EVENTS and e.get("reason") is not None:
+                e["reason"] = REDACTED
+    return shown
 
 
 def list_filters(

@@ -212,6 +212,13 @@ async def test_workflow_detail(db_url, conn):
         assert a["error_class"] == "KeyError"
         assert a["error_message"] == a["backtrace"] == w["run"]["facts"]["error_message"]
         assert a["error_message"] == "[redacted]" and SECRET not in text_of(w)
+        conn.execute(
+            "SELECT pgbus.workflow_event(%s, 'repair_failed', NULL, 'pgbus', %s, '{}')",
+            (run, f"duplicate key {SECRET}"),
+        )
+        w = await call(c, "pgbus_workflow", workflow_id=str(run))
+        assert w["events"][-1]["event"] == "repair_failed" and SECRET not in text_of(w)
+        assert w["events"][-1]["reason"] == "[redacted]"
         missing = "00000000-0000-0000-0000-000000000000"
         assert "not found" in await error(c, "pgbus_workflow", workflow_id=missing)
         r = await c.call_tool("pgbus_workflow", {"workflow_id": "not-a-uuid"})
