@@ -11,7 +11,16 @@ from pgbus.errors import (
     StepStalled,
     SweepRepairFailed,
 )
-from pgbus.instrumentation import subscribe
+from pgbus.events import (
+    Event,
+    Handler,
+    InvalidEvent,
+    InvalidRoutingKey,
+    InvalidTopicPattern,
+    Published,
+    publish,
+    subscribe,
+)
 from pgbus.jobs import Job, JobOptions, UnknownJobClass, current_job, job
 from pgbus.queues import InvalidQueueName
 from pgbus.serialization import SerializationError
@@ -23,10 +32,16 @@ __all__ = [
     "Batch",
     "ConfigurationError",
     "DatabaseUnreachable",
+    "Event",
+    "Handler",
+    "InvalidEvent",
     "InvalidQueueName",
+    "InvalidRoutingKey",
+    "InvalidTopicPattern",
     "Job",
     "JobOptions",
     "PgbusError",
+    "Published",
     "RetriesExhausted",
     "SchemaNotReady",
     "SerializationError",
@@ -42,6 +57,7 @@ __all__ = [
     "fan_out",
     "job",
     "on_exception",
+    "publish",
     "removed_step",
     "settings",
     "step",

@@ -87,6 +87,17 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def cmd_consumer(args: argparse.Namespace) -> int:
+    from pgbus.consumer import Consumer
+
+    _boot(args)
+    topics = [t.strip() for t in args.topics.split(",") if t.strip()] or ["#"]
+    code = Consumer(topics, threads=args.threads).run()
+    if code == 2:  # (handlers still running after the drain timeout: see cmd_worker)
+        _exit_now(code)
+    return code
+
+
 def cmd_dispatcher(args: argparse.Namespace) -> int:
     from pgbus.dispatcher import Dispatcher
 
@@ -224,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--threads", type=int, default=5, help="jobs run at once (default 5)")
     worker.set_defaults(run=cmd_worker)
+    consumer = sub.add_parser("consumer", parents=[app], help="run one event consumer process")
+    consumer.add_argument(
+        "--topics",
+        default="#",
+        help="comma-separated subscription patterns it serves (default '#': all)",
+    )
+    consumer.add_argument("--threads", type=int, default=3, help="handlers run at once (default 3)")
+    consumer.set_defaults(run=cmd_consumer)
     sub.add_parser("dispatcher", parents=[app], help="run the maintenance process").set_defaults(
         run=cmd_dispatcher
     )

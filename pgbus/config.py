@@ -140,6 +140,23 @@ def _workers(name: str, value: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _event_consumers(name: str, value: Any) -> tuple[dict[str, Any], ...]:
+    """[{"topics": ["orders.#"], "threads": 3}, ...]: one consumer process each."""
+    if not isinstance(value, list | tuple):
+        raise ConfigurationError(name, "must be a list of {'topics': [...], 'threads': n}")
+    out = []
+    for i, c in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(c, dict) or set(c) - {"topics", "threads"}:
+            raise ConfigurationError(where, "must be a dict with keys 'topics' and 'threads'")
+        topics = c.get("topics", ["#"])
+        if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
+            raise ConfigurationError(f"{where}.topics", "must be a non-empty list of patterns")
+        threads = _int_at_least(1)(f"{where}.threads", c.get("threads", 3))
+        out.append({"topics": list(topics), "threads": threads})
+    return tuple(out)
+
+
 def _time_zone(name: str, value: Any) -> str:
     from pgbus.scheduling import time_zone
 
@@ -200,6 +217,9 @@ class Settings:
         ({"queues": ["default", "workflows"], "threads": 5},), _workers
     )
     drain_timeout: timedelta = _setting(timedelta(seconds=30), _duration)
+    # The event bus: one consumer process per entry under `pgbus start` (none by default).
+    event_consumers: tuple[dict[str, Any], ...] = _setting((), _event_consumers)
+    idempotency_ttl: timedelta = _setting(timedelta(days=7), _positive_duration)
     dispatch_interval: timedelta = _setting(timedelta(seconds=1), _positive_duration)
     heartbeat_interval: timedelta = _setting(timedelta(seconds=10), _positive_duration)
     stale_process_threshold: timedelta = _setting(timedelta(seconds=300), _positive_duration)

@@ -124,6 +124,11 @@ def default_duties() -> list[Duty]:
         ),
         Duty("cleanup_batches", 3600, lambda s: ("SELECT pgbus.cleanup_batches()", ())),
         Duty(
+            "cleanup_processed_events",
+            3600,
+            lambda s: ("SELECT pgbus.cleanup_processed_events(%s)", (s.idempotency_ttl,)),
+        ),
+        Duty(
             "cleanup_job_stats",
             3600,
             lambda s: ("SELECT pgbus.cleanup_job_stats(%s)", (s.stats_retention,)),

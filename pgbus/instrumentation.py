@@ -18,6 +18,11 @@ Events the job layer emits, with their payload keys:
     pgbus.client.read_batch      queue, qty, count, duration
 
 `duration` is in seconds; `error` is the exception's class name; `exception` the object itself.
+
+Events timed by `instrument` (pgbus.executor.execute, pgbus.event_processed) also have a start:
+`subscribe(pattern, finish_fn, start=start_fn)` calls `start_fn(name, payload)` on the
+emitting thread before the block runs, then `finish_fn` after it, so a tracer can open a span
+that is current for the whole execution (pgbus.otel does).
 """
 
 from __future__ import annotations
@@ -44,11 +49,14 @@ _subscriptions: tuple[Subscription, ...] = ()
 class Subscription:
     """One subscriber; `unsubscribe()` stops its calls."""
 
-    def __init__(self, pattern: str | re.Pattern[str], fn: Listener) -> None:
+    def __init__(
+        self, pattern: str | re.Pattern[str], fn: Listener, start: Listener | None = None
+    ) -> None:
         if not isinstance(pattern, str | re.Pattern):
             raise TypeError(f"pattern must be a str or a compiled regex, got {pattern!r}")
         self.pattern = pattern
         self.fn = fn
+        self.start = start
 
     def matches(self, name: str) -> bool:
         if isinstance(self.pattern, re.Pattern):
@@ -64,10 +72,13 @@ class Subscription:
         return f"Subscription({self.pattern!r}, {self.fn!r})"
 
 
-def subscribe(pattern: str | re.Pattern[str], fn: Listener) -> Subscription:
-    """Call `fn(name, payload)` for every event whose name matches `pattern`."""
+def subscribe(
+    pattern: str | re.Pattern[str], fn: Listener, *, start: Listener | None = None
+) -> Subscription:
+    """Call `fn(name, payload)` for every event whose name matches `pattern`, and
+    `start(name, payload)` when a timed event (`instrument`) begins."""
     global _subscriptions
-    sub = Subscription(pattern, fn)
+    sub = Subscription(pattern, fn, start)
     with _lock:
         _subscriptions = (*_subscriptions, sub)
     return sub
@@ -89,12 +100,25 @@ def emit(name: str, /, **payload: Any) -> None:
             log.warning("subscriber %r failed on event %s", sub.fn, name, exc_info=True)
 
 
+def emit_start(name: str, /, **payload: Any) -> None:
+    """The start of a timed event: calls the `start` listeners matching `name`."""
+    for sub in _subscriptions:
+        if sub.start is None or not sub.matches(name):
+            continue
+        try:
+            sub.start(name, dict(payload))
+        except Exception:
+            log.warning("subscriber %r failed on the start of %s", sub.start, name, exc_info=True)
+
+
 @contextmanager
 def instrument(name: str, /, **payload: Any) -> Iterator[dict[str, Any]]:
     """Time the block and emit `name` with `duration` (and `exception`, `error` if it raised).
 
-    Yields the payload so the block can add keys before the event goes out.
+    Yields the payload so the block can add keys before the event goes out (an `exception` the
+    block caught and handled itself, say). Start listeners are called first.
     """
+    emit_start(name, **payload)
     start = time.monotonic()
     try:
         yield payload

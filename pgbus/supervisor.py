@@ -1,5 +1,5 @@
-"""`pgbus start`: one child process per configured worker plus one dispatcher, restarted when
-they die, stopped together on SIGTERM.
+"""`pgbus start`: one child process per configured worker and event consumer plus one
+dispatcher, restarted when they die, stopped together on SIGTERM.
 
 Children are fresh interpreters (`python -m pgbus.cli worker ...`), not forks, so no thread,
 lock or connection of the supervisor leaks into them.
@@ -68,6 +68,21 @@ class Supervisor:
                 ],
             )
             for i, w in enumerate(settings().workers)
+        ]
+        self.children += [
+            Child(
+                f"consumer-{i}",
+                [
+                    *base,
+                    "consumer",
+                    "--topics",
+                    ",".join(c["topics"]),
+                    "--threads",
+                    str(c["threads"]),
+                    *imp,
+                ],
+            )
+            for i, c in enumerate(settings().event_consumers)
         ]
         if with_dispatcher:
             self.children.append(Child("dispatcher", [*base, "dispatcher", *imp]))

@@ -86,12 +86,17 @@ class Delivery:
     msg_id: int
     read_ct: int
     enqueued_at: datetime
-    message: dict[str, Any]
+    message: Any  # a JSON object for anything pgbus sent; whatever was written otherwise
     step: dict[str, Any] | None = None  # a workflow step's attempt, begun at read time
+    headers: dict[str, Any] | None = None  # (read by consumers only)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return self.message if isinstance(self.message, dict) else {}
 
     @property
     def job_name(self) -> str:
-        return str(self.message.get("job_class", "(none)"))
+        return str(self.fields.get("job_class", "(none)"))
 
     def context(self) -> dict[str, Any]:
         return {
@@ -99,11 +104,14 @@ class Delivery:
             "job_class": self.job_name,
             "msg_id": self.msg_id,
             "read_ct": self.read_ct,
-            "job_id": self.message.get("job_id"),
+            "job_id": self.fields.get("job_id"),
         }
 
 
 class Worker:
+    kind = "worker"  # (its row in pgbus.processes)
+    required_migration = "0002_jobs"
+
     def __init__(self, queue_names: list[str], threads: int = 5) -> None:
         if threads < 1:
             raise ValueError("a worker needs at least one thread")
@@ -146,11 +154,12 @@ class Worker:
         """Runs until stopped; 0 when every running job finished, 2 when the drain timed out
         (the jobs still running cannot be stopped: `pgbus worker` then exits at once)."""
         with connect(timeout=CONNECT_TIMEOUT) as c:  # (fails fast, with its cause, on one line)
-            require_migration(c, "0002_jobs")
+            require_migration(c, self.required_migration)
+            self._prepare(c)
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        record = ProcessRecord("worker", self._metadata)
+        record = ProcessRecord(self.kind, self._metadata)
         record.start()
         helpers = [
             threading.Thread(target=self._keep_visible, name="pgbus-visibility", daemon=True),
@@ -160,7 +169,12 @@ class Worker:
             helpers.append(threading.Thread(target=self._listen, name="pgbus-listen", daemon=True))
         for t in helpers:
             t.start()
-        log.info("worker started: queues %s, %d threads", ", ".join(self.read_queues), self.threads)
+        log.info(
+            "%s started: queues %s, %d threads",
+            self.kind,
+            ", ".join(self.read_queues),
+            self.threads,
+        )
         try:
             self._loop()
             drained = self._drain()
@@ -169,6 +183,9 @@ class Worker:
             self._close_reader()
             record.stop()
         return 0 if drained else 2
+
+    def _prepare(self, conn: psycopg.Connection) -> None:
+        """Set-up before the first read, on the start-up connection (consumers bind topics)."""
 
     def stop(self) -> None:
         self._stopping.set()
@@ -289,23 +306,7 @@ class Worker:
     def _read(self, qty: int) -> list[Delivery]:
         started = time.monotonic()
         try:
-            rows = (
-                self._reader()
-                .execute(
-                    "SELECT queue, msg_id, read_ct, enqueued_at, message, context"
-                    " FROM pgbus.read_jobs(%s, %s, %s, %s, %s, %s, %s)",
-                    (
-                        self.read_queues,
-                        self.vt,
-                        qty,
-                        self.identity,
-                        self.revision,
-                        settings().workflow_stall_action,
-                        self._idle_threads(),
-                    ),
-                )
-                .fetchall()
-            )
+            rows = self._reader().execute(*self._read_query(qty)).fetchall()
         except psycopg.Error:
             self._close_reader()
             raise
@@ -317,6 +318,22 @@ class Worker:
             duration=time.monotonic() - started,
         )
         return [Delivery(*r) for r in rows]
+
+    def _read_query(self, qty: int) -> tuple[str, tuple[Any, ...]]:
+        """The statement that reads up to `qty` messages (its rows make Deliveries)."""
+        return (
+            "SELECT queue, msg_id, read_ct, enqueued_at, message, context"
+            " FROM pgbus.read_jobs(%s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.read_queues,
+                self.vt,
+                qty,
+                self.identity,
+                self.revision,
+                settings().workflow_stall_action,
+                self._idle_threads(),
+            ),
+        )
 
     def _reader(self) -> psycopg.Connection:
         """The main loop's own connection. Its commits do not wait for the disk: a read lost in
@@ -426,15 +443,22 @@ class Worker:
         with self._lock:
             self._executing += 1
         try:
-            cls = job_class(d.job_name)
-            # (A workflow step's redeliveries are the stall logic's business, not this gate's.)
-            if d.step is None and d.read_ct > retry_policy(cls)["max_retries"] + 1:
-                self._dead_letter_unrun(d)
-                return None
-            args, kwargs = load_arguments(d.message)
-            acknowledged_later = self._run(cls, d, args, kwargs, started, latency_ms, taken)
-        except Exception as exc:
-            self._failed(d, cls, exc, started)
+            # One timed event for the whole execution, from before the message is decoded to
+            # its outcome: a tracer's span (pgbus.otel) is current throughout, and records the
+            # exception that ended it (also one handled here: it fails the attempt).
+            name, payload = self._execution_event(d)
+            with instrument(name, **payload) as execution:
+                try:
+                    cls = self._job_class(d)
+                    # (A workflow step's redeliveries are the stall logic's, not this gate's.)
+                    if d.step is None and d.read_ct > retry_policy(cls)["max_retries"] + 1:
+                        self._dead_letter_unrun(d)
+                        return None
+                    args, kwargs = self._arguments(d)
+                    acknowledged_later = self._run(cls, d, args, kwargs, started, latency_ms, taken)
+                except Exception as exc:
+                    execution["exception"], execution["error"] = exc, type(exc).__name__
+                    self._failed(d, cls, exc, started)
         finally:
             with self._lock:
                 self._executing -= 1
@@ -443,6 +467,24 @@ class Worker:
             if not acknowledged_later:
                 self._finished(d)
         return next((t for t in taken if t is not ENDING), None)
+
+    def _execution_event(self, d: Delivery) -> tuple[str, dict[str, Any]]:
+        """The name and payload of the timed event around one execution."""
+        payload = {**d.context(), "enqueued_at": d.enqueued_at}
+        if d.step:
+            payload.update(
+                workflow_class=d.step.get("workflow_class"),
+                workflow_id=d.step.get("workflow_id"),
+                step=d.step.get("step_name"),
+                attempt=d.step.get("attempt"),
+            )
+        return "pgbus.executor.execute", payload
+
+    def _job_class(self, d: Delivery) -> type[Job]:
+        return job_class(d.job_name)
+
+    def _arguments(self, d: Delivery) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return load_arguments(d.message)
 
     def _run(
         self,
@@ -459,7 +501,7 @@ class Worker:
         job = cls()
         job.step_context = d.step
         job.msg_id, job.read_ct, job.enqueued_at = d.msg_id, d.read_ct, d.enqueued_at
-        job.job_id = d.message.get("job_id", "")
+        job.job_id = d.fields.get("job_id", "")
         if d.step is not None:
 
             def reserve() -> Delivery | None:
@@ -476,38 +518,37 @@ class Worker:
             job.give_up = self._closed.is_set
             job.worker_identity = self.identity
             job.queue_name = d.queue
-        with instrument("pgbus.executor.execute", **d.context(), enqueued_at=d.enqueued_at):
-            try:
-                with ExitStack() as stack:
-                    job.transaction = JobTransaction(stack)
-                    token = current_transaction.set(job.transaction)
-                    job_token = running_job.set(job)
-                    try:
-                        job.perform(*args, **kwargs)
-                    finally:
-                        running_job.reset(job_token)
-                        current_transaction.reset(token)
-                    if not job.acknowledged:  # (a workflow step records its own end)
-                        if not job.transaction.begun:
-                            self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))
-                            return True
-                        job.conn.execute(
-                            "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s, true)",
-                            (
-                                d.queue,
-                                d.msg_id,
-                                self._ms_since(started),
-                                latency_ms,
-                                settings().stats_enabled,
-                            ),
-                        )
-            except Exception as exc:
-                if isinstance(exc, psycopg.Error) and exc.sqlstate == MESSAGE_GONE:
-                    self._finished_elsewhere(d)
-                    return False
-                if not job.recover(exc):  # (its transaction rolled back)
-                    raise
+        try:
+            with ExitStack() as stack:
+                job.transaction = JobTransaction(stack)
+                token = current_transaction.set(job.transaction)
+                job_token = running_job.set(job)
+                try:
+                    job.perform(*args, **kwargs)
+                finally:
+                    running_job.reset(job_token)
+                    current_transaction.reset(token)
+                if not job.acknowledged:  # (a workflow step records its own end)
+                    if not job.transaction.begun:
+                        self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))
+                        return True
+                    job.conn.execute(
+                        "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s, true)",
+                        (
+                            d.queue,
+                            d.msg_id,
+                            self._ms_since(started),
+                            latency_ms,
+                            settings().stats_enabled,
+                        ),
+                    )
+        except Exception as exc:
+            if isinstance(exc, psycopg.Error) and exc.sqlstate == MESSAGE_GONE:
+                self._finished_elsewhere(d)
                 return False
+            if not job.recover(exc):  # (its transaction rolled back)
+                raise
+            return False
         if taken and getattr(job, "next_marked", False):  # committed with this step's end
             taken[0].step["body_started"] = True  # type: ignore[index]
         run_hooks(job.transaction.commit_hooks)
@@ -651,9 +692,13 @@ class Worker:
         except psycopg.Error as db_exc:
             report_error(db_exc, {"action": "record_failure", **d.context()})
             return
-        emit("pgbus.job_failed", **d.context(), error=error["class"], exception=exc)
+        self._announce_failure(d, exc, error["class"], outcome)
+
+    def _announce_failure(self, d: Delivery, exc: Exception, error: str, outcome: str) -> None:
+        """The events of a failed attempt, once its outcome is recorded."""
+        emit("pgbus.job_failed", **d.context(), error=error, exception=exc)
         if outcome == "dead_lettered":
-            emit("pgbus.job_dead_lettered", **d.context(), error=error["class"])
+            emit("pgbus.job_dead_lettered", **d.context(), error=error)
 
     def _dead_letter_unrun(self, d: Delivery) -> None:
         """Delivered more times than it may run: each earlier run died with its worker."""
@@ -675,7 +720,7 @@ class Worker:
 
     @staticmethod
     def _latency_ms(d: Delivery) -> int:
-        scheduled = d.message.get("scheduled_at")
+        scheduled = d.fields.get("scheduled_at")
         since = datetime.fromisoformat(scheduled) if scheduled else d.enqueued_at
         return max(0, int((datetime.now(UTC) - since).total_seconds() * 1000))
 

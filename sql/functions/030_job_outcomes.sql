@@ -22,7 +22,7 @@ CREATE OR REPLACE FUNCTION pgbus.record_job_stat(
 ) RETURNS void
 LANGUAGE sql AS $$
     INSERT INTO pgbus.job_stats (job_class, queue_name, status, duration_ms, enqueue_latency_ms, retry_count)
-    VALUES (coalesce(message ->> 'job_class', '(unknown)'), queue, status,
+    VALUES (coalesce(message ->> 'job_class', 'event:' || (message ->> 'routing_key'), '(unknown)'), queue, status,
             greatest(coalesce(duration_ms, 0), 0), latency_ms, greatest(coalesce(retry_count, 0), 0))
 $$;
 
@@ -59,7 +59,7 @@ BEGIN
     IF record_stats THEN
         EXECUTE format(
             'INSERT INTO pgbus.job_stats (job_class, queue_name, status, duration_ms, enqueue_latency_ms, retry_count)'
-            ' SELECT coalesce(a.message ->> ''job_class'', ''(unknown)''), $2, ''success'','
+            ' SELECT coalesce(a.message ->> ''job_class'', ''event:'' || (a.message ->> ''routing_key''), ''(unknown)''), $2, ''success'','
             '        greatest(coalesce(t.duration_ms, 0), 0), t.latency_ms, greatest(a.read_ct - 1, 0)'
             ' FROM pgmq.%I a'
             ' LEFT JOIN (SELECT DISTINCT ON (u.msg_id) u.msg_id, u.duration_ms, u.latency_ms'
