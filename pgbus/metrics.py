@@ -167,6 +167,25 @@ def _job_duration(backend: Backend, p: dict[str, Any]) -> None:
     backend.histogram("pgbus_job_duration_ms", p["duration"] * 1000, _job_tags(p))
 
 
+def _event_tags(p: dict[str, Any]) -> dict[str, Any]:
+    return {"handler": p.get("handler") or "", "routing_key": p.get("routing_key") or ""}
+
+
+def _event_processed(backend: Backend, p: dict[str, Any]) -> None:
+    """One execution of an event's handlers: its duration, and a count when it succeeded
+    (a failed one is counted from pgbus.event_failed)."""
+    backend.histogram("pgbus_event_duration_ms", p["duration"] * 1000, _event_tags(p))
+    if "exception" not in p:
+        backend.increment("pgbus_event_count", 1, {**_event_tags(p), "status": "processed"})
+
+
+def _event_count(status: str) -> Handler:
+    def handle(backend: Backend, p: dict[str, Any]) -> None:
+        backend.increment("pgbus_event_count", 1, {**_event_tags(p), "status": status})
+
+    return handle
+
+
 def _workflow_step(backend: Backend, p: dict[str, Any]) -> None:
     tags = {"workflow_class": p["workflow_class"], "step": p["step"], "outcome": p["outcome"]}
     backend.histogram("pgbus_workflow_step_duration_seconds", p["duration"], tags)
@@ -223,6 +242,9 @@ HANDLERS: dict[str, Handler] = {
     "pgbus.job_completed": _job_count("processed"),
     "pgbus.job_failed": _job_count("failed"),
     "pgbus.job_dead_lettered": _job_count("dead_lettered"),
+    "pgbus.event_processed": _event_processed,
+    "pgbus.event_failed": _event_count("failed"),
+    "pgbus.event_dead_lettered": _event_count("dead_lettered"),
     "pgbus.client.send_message": _message_count("pgbus_messages_sent", None),
     "pgbus.client.send_batch": _message_count("pgbus_messages_sent", "size"),
     "pgbus.client.read_batch": _message_count("pgbus_messages_read", "count"),

@@ -5,10 +5,17 @@ handler's own connection they commit with the event's completion; `mark` survive
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from typing import ClassVar
 
 import pgbus
 from tests.py.sample_jobs import mark
+
+# `pgbus start` in the tests: its consumers come from this variable (a JSON list).
+if os.environ.get("SAMPLE_EVENT_CONSUMERS"):
+    pgbus.configure(event_consumers=json.loads(os.environ["SAMPLE_EVENT_CONSUMERS"]))
 
 
 @pgbus.subscribe("orders.*")
@@ -26,7 +33,7 @@ class RecordOrder(pgbus.Handler):
 class AuditEverything(pgbus.Handler):
     """Two patterns, one named queue; records the routing key, touching no database itself."""
 
-    seen: list[tuple[str, str]] = []
+    seen: ClassVar[list[tuple[str, str]]] = []
 
     def handle(self, event: pgbus.Event) -> None:
         AuditEverything.seen.append((event.routing_key, event.event_id))
@@ -34,8 +41,9 @@ class AuditEverything(pgbus.Handler):
 
 @pgbus.subscribe("slow.#")
 class SlowIdempotent(pgbus.Handler):
-    """Marks its start; on its first delivery works for `seconds` (payload) first. Its write
-    is in its transaction, and it claims the event: a finished event is never handled again."""
+    """Claims the event, marks its start; on its first delivery works for `seconds` (payload)
+    inside its open transaction. Its write is in that transaction: a finished event is never
+    handled again."""
 
     idempotent = True
 
@@ -44,7 +52,9 @@ class SlowIdempotent(pgbus.Handler):
         mark("started", key)
         job = pgbus.current_job()
         if job is not None and job.read_ct == 1:
-            self.conn.execute("SELECT pg_sleep(%s)", (float(event.get("seconds", 30)),))
+            # (Asleep here, not in pg_sleep: a killed consumer's session then ends at once and
+            # releases its claim, instead of running its statement to the end first.)
+            time.sleep(float(event.get("seconds", 30)))
         self.conn.execute("INSERT INTO effects (kind, key) VALUES ('handled', %s)", (key,))
 
 

@@ -302,3 +302,51 @@ def test_runs_that_never_finished_are_dead_lettered_with_the_last_recorded_error
 def test_consumer_needs_a_subscription():
     with pytest.raises(pgbus.PgbusError, match="no subscription"):
         Consumer(["nothing.matches.this"])
+
+
+def test_metrics_count_processed_and_dead_lettered_events(effects):
+    from prometheus_client import CollectorRegistry
+
+    from pgbus.metrics import MetricsSubscriber, PrometheusBackend
+
+    backend = PrometheusBackend(CollectorRegistry())
+    metrics = MetricsSubscriber(backend).install()
+    try:
+        events.bind_all()
+        pgbus.publish("orders.created", {"order_id": 1})
+        effects.execute("SELECT pgmq.send('pgbus_ev_record_order', '\"junk\"')")
+        with running_consumer(["orders.*"]):
+            wait_until(lambda: count_effects(effects, "order") == 1, what="the order")
+            wait_until(lambda: depth(effects, "pgbus_ev_record_order") == 0, what="the junk")
+    finally:
+        metrics.uninstall()
+
+    def sample(name, **labels):
+        return backend.registry.get_sample_value(name, labels)
+
+    handler = "tests.py.sample_events:RecordOrder"
+    assert (
+        sample(
+            "pgbus_event_count_total",
+            handler=handler,
+            routing_key="orders.created",
+            status="processed",
+        )
+        == 1
+    )
+    assert (
+        sample("pgbus_event_count_total", handler="", routing_key="", status="dead_lettered") == 1
+    )
+    assert (
+        sample("pgbus_event_duration_ms_count", handler=handler, routing_key="orders.created") == 1
+    )
+    # Job metrics are not touched by events.
+    assert (
+        sample(
+            "pgbus_queue_job_count_total",
+            queue="pgbus_ev_record_order",
+            job_class="(none)",
+            status="dead_lettered",
+        )
+        is None
+    )
