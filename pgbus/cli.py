@@ -60,6 +60,12 @@ def _boot(args: argparse.Namespace) -> None:
         except ImportError as exc:
             raise PgbusError(f"cannot import {name!r}: {exc}") from exc
     install_from_settings()
+    try:  # the optional extra pgbus[otel]: a span per execution
+        from pgbus import otel
+    except ImportError:
+        pass
+    else:
+        otel.install()
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

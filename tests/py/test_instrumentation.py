@@ -154,3 +154,40 @@ def test_subscribing_from_many_threads_loses_nothing():
     assert has_subscribers("pgbus.test.threads")
     keeper.unsubscribe()
     assert not has_subscribers("pgbus.test.threads")
+
+
+def test_instrument_calls_start_listeners_before_the_block():
+    order = []
+    sub = subscribe(
+        "pgbus.test.timed",
+        lambda name, payload: order.append(("finish", name, sorted(payload))),
+        start=lambda name, payload: order.append(("start", name, sorted(payload))),
+    )
+    plain = subscribe("pgbus.test.*", lambda name, payload: order.append(("plain", name)))
+    try:
+        with instrument("pgbus.test.timed", queue="q"):
+            order.append(("block",))
+    finally:
+        sub.unsubscribe()
+        plain.unsubscribe()
+    assert order == [
+        ("start", "pgbus.test.timed", ["queue"]),
+        ("block",),
+        ("finish", "pgbus.test.timed", ["duration", "queue"]),
+        ("plain", "pgbus.test.timed"),  # a listener without `start` hears only the finish
+    ]
+
+
+def test_a_raising_start_listener_is_logged_and_the_block_still_runs(caplog):
+    def explode(name, payload):
+        raise RuntimeError("start bug")
+
+    sub = subscribe("pgbus.test.timed2", lambda n, p: None, start=explode)
+    ran = []
+    try:
+        with caplog.at_level(logging.WARNING), instrument("pgbus.test.timed2"):
+            ran.append(True)
+    finally:
+        sub.unsubscribe()
+    assert ran == [True]
+    assert "failed on the start of pgbus.test.timed2" in caplog.text
