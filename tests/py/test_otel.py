@@ -171,3 +171,28 @@ def test_a_failure_outside_an_execution_gets_a_span_of_its_own(spans):
     assert span.name == "Mailer.handle" and span.status.status_code == StatusCode.ERROR
     assert span.attributes["pgbus.routing_key"] == "a.b"
     assert [e.attributes["exception.type"] for e in span.events] == ["RuntimeError"]
+
+
+@pytest.mark.slow
+def test_a_worker_process_installs_tracing_by_itself(db_url, effects, procs, tmp_path):
+    import json
+
+    from tests.py.sample_jobs import Poison, Record
+    from tests.py.support import worker_process
+
+    out = tmp_path / "spans.jsonl"
+    Record.perform_later("in a process")
+    Poison.perform_later("p")
+    w = worker_process(
+        db_url,
+        "--import",
+        "tests.py.sample_otel",
+        env={"SAMPLE_OTEL_SPANS": str(out), "PGBUS_RETRY_BACKOFF_BASE": "60"},
+    )
+    procs.append(w)
+    wait_until(lambda: out.exists() and len(out.read_text().splitlines()) >= 2, timeout=30)
+    spans = {s["name"]: s for s in map(json.loads, out.read_text().splitlines())}
+    assert spans["Record.perform"]["status"] == "UNSET"
+    assert spans["Record.perform"]["attributes"]["pgbus.job_class"] == Record.job_name
+    assert spans["Poison.perform"]["status"] == "ERROR"
+    assert len(spans["Poison.perform"]["exceptions"]) == 1
