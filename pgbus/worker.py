@@ -455,7 +455,9 @@ class Worker:
                         self._dead_letter_unrun(d)
                         return None
                     args, kwargs = self._arguments(d)
-                    acknowledged_later = self._run(cls, d, args, kwargs, started, latency_ms, taken)
+                    acknowledged_later = self._run(
+                        cls, d, args, kwargs, started, latency_ms, taken, execution
+                    )
                 except Exception as exc:
                     execution["exception"], execution["error"] = exc, type(exc).__name__
                     self._failed(d, cls, exc, started)
@@ -495,6 +497,7 @@ class Worker:
         started: float,
         latency_ms: int,
         taken: list[Any],
+        execution: dict[str, Any] | None = None,
     ) -> bool:
         """Runs the job; True when its completion went to the bulk acknowledger. A workflow
         step may take the next read-ahead step for this thread: it goes into `taken`."""
@@ -528,6 +531,9 @@ class Worker:
                 finally:
                     running_job.reset(job_token)
                     current_transaction.reset(token)
+                failure = getattr(job, "body_exception", None)  # (a step's, dealt with)
+                if execution is not None and isinstance(failure, BaseException):
+                    execution["exception"], execution["error"] = failure, type(failure).__name__
                 if not job.acknowledged:  # (a workflow step records its own end)
                     if not job.transaction.begun:
                         self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))
@@ -548,6 +554,8 @@ class Worker:
                 return False
             if not job.recover(exc):  # (its transaction rolled back)
                 raise
+            if execution is not None:  # (a step's failure, dealt with: it still ended the run)
+                execution["exception"], execution["error"] = exc, type(exc).__name__
             return False
         if taken and getattr(job, "next_marked", False):  # committed with this step's end
             taken[0].step["body_started"] = True  # type: ignore[index]

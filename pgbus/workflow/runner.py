@@ -342,6 +342,8 @@ class StepJob(Job):
                     error=error_record(exc, settings().workflow_error_backtrace_lines),
                     exception=exc,
                 )
+            # (The body's own exception, dealt with by the outcome: a tracer records it.)
+            self.body_exception = outcome.exception
             if deadline is not None and time.monotonic() > deadline:
                 self.failure = StepTimedOut(
                     f"step {step['step']} returned after its timeout ({timeout} s)"

@@ -196,3 +196,14 @@ def test_a_worker_process_installs_tracing_by_itself(db_url, effects, procs, tmp
     assert spans["Record.perform"]["attributes"]["pgbus.job_class"] == Record.job_name
     assert spans["Poison.perform"]["status"] == "ERROR"
     assert len(spans["Poison.perform"]["exceptions"]) == 1
+
+
+def test_a_step_that_raised_records_its_exception(users, spans):
+    from tests.py.sample_workflows import Flaky
+
+    Flaky.start()
+    with running_worker(["workflows"]):
+        wait_until(lambda: named(spans, "Flaky.charge"), what="the step's span")
+    [span] = named(spans, "Flaky.charge")
+    assert span.status.status_code == StatusCode.ERROR
+    assert [e.attributes["exception.type"] for e in span.events] == ["TimeoutError"]
