@@ -26,6 +26,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -440,6 +441,7 @@ class Worker:
         cls: type[Job] | None = None
         acknowledged_later = False
         taken: list[Any] = []
+        after: list[Callable[[], Any]] = []  # run once the execution's event went out
         with self._lock:
             self._executing += 1
         try:
@@ -456,11 +458,13 @@ class Worker:
                         return None
                     args, kwargs = self._arguments(d)
                     acknowledged_later = self._run(
-                        cls, d, args, kwargs, started, latency_ms, taken, execution
+                        cls, d, args, kwargs, started, latency_ms, taken, execution, after
                     )
                 except Exception as exc:
                     execution["exception"], execution["error"] = exc, type(exc).__name__
                     self._failed(d, cls, exc, started)
+            for fn in after:
+                fn()
         finally:
             with self._lock:
                 self._executing -= 1
@@ -498,6 +502,7 @@ class Worker:
         latency_ms: int,
         taken: list[Any],
         execution: dict[str, Any] | None = None,
+        after: list[Callable[[], Any]] | None = None,
     ) -> bool:
         """Runs the job; True when its completion went to the bulk acknowledger. A workflow
         step may take the next read-ahead step for this thread: it goes into `taken`."""
@@ -559,8 +564,18 @@ class Worker:
             return False
         if taken and getattr(job, "next_marked", False):  # committed with this step's end
             taken[0].step["body_started"] = True  # type: ignore[index]
-        run_hooks(job.transaction.commit_hooks)
-        self._completed(d, started)
+        # (After the execution's event, as before it had a start: its commit hooks, then the
+        # completion's event.)
+        hooks = job.transaction.commit_hooks
+
+        def complete() -> None:
+            run_hooks(hooks)
+            self._completed(d, started)
+
+        if after is None:
+            complete()
+        else:
+            after.append(complete)
         return False
 
     def _acknowledge(self) -> None:
