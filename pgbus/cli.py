@@ -21,9 +21,23 @@ def _say(line: str) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    import importlib
+
+    for name in args.imports:  # (modules that subscribe event handlers: bound below)
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise PgbusError(f"cannot import {name!r}: {exc}") from exc
     report = migrate.migrate(settings().dsn(), log=_say)
     for line in report.lines()[1:]:
         _say(line)
+    if args.imports:
+        from pgbus import events
+        from pgbus.db import connect
+
+        with connect(settings().dsn()) as c:
+            new = events.bind_all(c)
+        _say(f"Event subscriptions: {len(events.subscriptions())} bound, {new} new")
     return 0
 
 
@@ -211,9 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database schema").add_subparsers(
         dest="db_command", required=True, metavar="ACTION"
     )
-    db.add_parser("migrate", help="install PGMQ and apply pending migrations").set_defaults(
-        run=cmd_migrate
+    db_migrate = db.add_parser("migrate", help="install PGMQ and apply pending migrations")
+    db_migrate.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module subscribing event handlers: their queues and bindings are made too",
     )
+    db_migrate.set_defaults(run=cmd_migrate)
     db.add_parser("status", help="applied and pending migrations, PGMQ version").set_defaults(
         run=cmd_status
     )

@@ -139,3 +139,23 @@ def test_consumers_carry_on_through_a_postgresql_restart(procs):
 
             close_pool()
             pgbus.config.reset()
+
+
+def test_db_migrate_with_imports_binds_the_subscriptions(db_url, conn):
+    from tests.py.support import run_pgbus
+
+    env = {"PGBUS_DATABASE_URL": db_url}
+    first = run_pgbus("db", "migrate", "--import", "tests.py.sample_events", env=env)
+    assert first.returncode == 0, first.stderr
+    assert "Event subscriptions:" in first.stdout and " 0 new" not in first.stdout
+    again = run_pgbus("db", "migrate", "--import", "tests.py.sample_events", env=env)
+    assert again.returncode == 0 and ", 0 new" in again.stdout
+    bound = {
+        r[0]
+        for r in conn.execute(
+            "SELECT pattern FROM pgmq.topic_bindings WHERE queue_name = 'pgbus_ev_audit'"
+        )
+    }
+    assert bound == {"orders.#", "refunds.#"}
+    bad = run_pgbus("db", "migrate", "--import", "no.such.module", env=env)
+    assert bad.returncode != 0 and "cannot import" in (bad.stdout + bad.stderr)
