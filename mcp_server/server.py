@@ -115,6 +115,14 @@ class RecurringResult(TypedDict):
     has_more: bool
 
 
+class EventsResult(TypedDict):
+    subscribers: list[dict[str, Any]]
+    queues: list[dict[str, Any]]
+    pending: list[dict[str, Any]]
+    dead: list[dict[str, Any]]
+    processed: dict[str, Any]
+
+
 class DeployTasksResult(TypedDict):
     fleet: dict[str, Any]
     deploy_tasks: list[dict[str, Any]]
@@ -238,6 +246,18 @@ class Tools:
         if row is None:
             raise ToolError(f"Message {msg_id} not found in {queue[:200]}")
         return {"job": self.show(row, include)}
+
+    def events(self, recent: int, include: bool) -> EventsResult:
+        """The event bus, with each binding's handlers when this process subscribed them."""
+        from pgbus import events
+
+        overview = self.data.events(max(0, min(int(recent), 100)))
+        handlers: dict[tuple[str, str], list[str]] = {}
+        for s in events.subscriptions():
+            handlers.setdefault((s.pattern, s.queue), []).append(s.handler.handler_name)
+        for sub in overview["subscribers"]:
+            sub["handlers"] = handlers.get((sub["pattern"], sub["queue"]), [])
+        return self.show(overview, include)
 
     def dlq(self, queue: str | None, page: int, per_page: int, include: bool) -> DeadLettersResult:
         rows, info = self._messages(True, queue, page, per_page, include)

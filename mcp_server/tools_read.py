@@ -10,6 +10,7 @@ from pgbus.mcp.server import (
     DeadLetterResult,
     DeadLettersResult,
     DeployTasksResult,
+    EventsResult,
     HealthResult,
     JobResult,
     JobsResult,
@@ -33,6 +34,7 @@ Include = Annotated[
     Field(description="show payloads, if the server allows them (else they stay [redacted])"),
 ]
 Period = Annotated[str, Field(description="1h, 24h, 7d or 30d")]
+Recent = Annotated[int, Field(description="newest pending/dead events and claims shown (0..100)")]
 
 
 def register(server: MCPServer, t: Tools) -> None:
@@ -58,6 +60,17 @@ def register(server: MCPServer, t: Tools) -> None:
     @guarded
     def pgbus_queues() -> QueuesResult:
         return t.queues()
+
+    @tool(
+        "pgbus_events",
+        "Event bus",
+        "Subscribers (pattern, queue, handlers when known), each event queue's pending and dead "
+        "counts, the newest pending and dead events (routing key, event id, read count, error "
+        "class) and the idempotent handlers' processed-event claims. Payloads redacted.",
+    )
+    @guarded
+    def pgbus_events(recent: Recent = 25, include_payloads: Include = False) -> EventsResult:
+        return t.events(recent, include_payloads)
 
     @tool(
         "pgbus_queue_detail",

@@ -236,6 +236,11 @@ class DataSource:
             (queue, at, q, i, page_size, self._stale_after()),
         )
 
+    def events(self, recent: int = 25) -> dict[str, Any]:
+        """The event bus: bindings, queues' pending and dead counts, newest pending and dead
+        events, processed-event claims (pgbus.event_overview)."""
+        return self._value("SELECT pgbus.event_overview(%s)", (recent,))
+
     def processes(self) -> list[dict[str, Any]]:
         return self._rows(
             "SELECT * FROM pgbus.process_status(%s, %s)",

@@ -194,3 +194,73 @@ BEGIN
     END LOOP;
 END;
 $$;
+
+-- What the event bus holds, for the MCP server (and any reader): every binding, every bound
+-- queue's pending and dead events (counted up to count_limit), the processed-events claims,
+-- and the newest `recent` pending events, dead events and claims. Payloads, headers and errors
+-- are included: a reader that must not show them redacts them.
+CREATE OR REPLACE FUNCTION pgbus.event_overview(recent integer DEFAULT 25, count_limit integer DEFAULT 10000)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    q text;
+    dlq text;
+    n_pending bigint;
+    n_dead bigint;
+    queues jsonb := '[]';
+    pending jsonb := '[]';
+    dead jsonb := '[]';
+    rows jsonb;
+BEGIN
+    IF recent IS NULL OR recent < 0 OR recent > 1000 OR count_limit IS NULL OR count_limit < 1 THEN
+        RAISE EXCEPTION 'pgbus: event_overview needs 0 <= recent <= 1000 and count_limit >= 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR q IN SELECT DISTINCT b.queue_name FROM pgmq.topic_bindings b ORDER BY 1 LOOP
+        dlq := q || '_dlq';
+        EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM pgmq.%I LIMIT $1) s',
+                       pgmq.format_table_name(q, 'q')) INTO n_pending USING count_limit;
+        n_dead := 0;
+        IF EXISTS (SELECT 1 FROM pgmq.meta m WHERE m.queue_name = dlq) THEN
+            EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM pgmq.%I LIMIT $1) s',
+                           pgmq.format_table_name(dlq, 'q')) INTO n_dead USING count_limit;
+            EXECUTE format(
+                'SELECT coalesce(jsonb_agg(r ORDER BY r.msg_id DESC), ''[]'') FROM ('
+                ' SELECT %L AS queue, msg_id, read_ct, enqueued_at, message ->> ''routing_key'' AS routing_key,'
+                '        message ->> ''event_id'' AS event_id, message -> ''payload'' AS payload,'
+                '        headers -> ''pgbus_dead_letter'' -> ''error'' ->> ''class'' AS error_class'
+                ' FROM pgmq.%I ORDER BY msg_id DESC LIMIT $1) r', dlq, pgmq.format_table_name(dlq, 'q'))
+                INTO rows USING recent;
+            dead := dead || rows;
+        END IF;
+        EXECUTE format(
+            'SELECT coalesce(jsonb_agg(r ORDER BY r.msg_id DESC), ''[]'') FROM ('
+            ' SELECT %L AS queue, msg_id, read_ct, enqueued_at, vt, message ->> ''routing_key'' AS routing_key,'
+            '        message ->> ''event_id'' AS event_id, message -> ''payload'' AS payload, headers'
+            ' FROM pgmq.%I ORDER BY msg_id DESC LIMIT $1) r', q, pgmq.format_table_name(q, 'q'))
+            INTO rows USING recent;
+        pending := pending || rows;
+        queues := queues || jsonb_build_object(
+            'queue', q, 'pending', n_pending, 'dead', n_dead,
+            'counts_capped', n_pending >= count_limit OR n_dead >= count_limit);
+    END LOOP;
+    RETURN jsonb_build_object(
+        'subscribers', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                   'pattern', b.pattern, 'queue', b.queue_name, 'bound_at', b.bound_at)
+                               ORDER BY b.queue_name, b.pattern), '[]')
+                        FROM pgmq.topic_bindings b),
+        'queues', queues,
+        'pending', (SELECT coalesce(jsonb_agg(e ORDER BY (e ->> 'enqueued_at')::timestamptz DESC), '[]')
+                    FROM (SELECT e FROM jsonb_array_elements(pending) e
+                          ORDER BY (e ->> 'enqueued_at')::timestamptz DESC LIMIT recent) s),
+        'dead', (SELECT coalesce(jsonb_agg(e ORDER BY (e ->> 'enqueued_at')::timestamptz DESC), '[]')
+                 FROM (SELECT e FROM jsonb_array_elements(dead) e
+                       ORDER BY (e ->> 'enqueued_at')::timestamptz DESC LIMIT recent) s),
+        'processed', jsonb_build_object(
+            'claimed', (SELECT count(*) FROM pgbus.processed_events),
+            'completed', (SELECT count(*) FROM pgbus.processed_events p WHERE p.completed_at IS NOT NULL),
+            'recent', (SELECT coalesce(jsonb_agg(p ORDER BY p.claimed_at DESC), '[]')
+                       FROM (SELECT event_id, handler, claimed_at, completed_at FROM pgbus.processed_events
+                             ORDER BY claimed_at DESC LIMIT recent) p)));
+END;
+$$;
