@@ -1,0 +1,100 @@
+-- Workflow insights, shared parts: the window a page reads, the attempts of one class that
+-- ended in it, and the time buckets of its charts. (The list: 510; one class's blocks: 520.)
+--
+-- Contract for every insights function (the dashboard's two pages and the MCP tools
+-- pgbus_workflow_definitions / pgbus_workflow_stats read them):
+--   window_name  '1h', '24h' (default), '7d' or '30d'; anything else raises 22023.
+--   retention    the window is capped at it (the workflow_retention setting; NULL: no cap).
+--   as_of        the window's end (default now()); rows dated after it are not counted.
+-- The window is [since, until) with until = as_of + 1 microsecond: timestamps have microsecond
+-- resolution, so a row dated exactly as_of counts and a later one does not, and the Workflows
+-- list's half-open filters (created_from/created_to, ended_from/ended_to) given since and
+-- until select exactly the runs counted. Durations are seconds (double precision, rounded to
+-- the millisecond); rates are percentages rounded to one decimal.
+
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_window(
+    window_name text DEFAULT '24h',
+    retention interval DEFAULT interval '30 days',
+    as_of timestamptz DEFAULT now()
+) RETURNS TABLE (label text, since timestamptz, until timestamptz, capped boolean,
+                 bucket text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    span interval;
+BEGIN
+    CASE workflow_insights_window.window_name
+        WHEN '1h' THEN span := interval '1 hour'; bucket := '5 minutes';
+        WHEN '24h' THEN span := interval '24 hours'; bucket := 'hour';
+        WHEN '7d' THEN span := interval '168 hours'; bucket := 'day';
+        WHEN '30d' THEN span := interval '720 hours'; bucket := 'day';
+        ELSE RAISE EXCEPTION 'pgbus: an insights window is 1h, 24h, 7d or 30d, got %',
+                             quote_nullable(workflow_insights_window.window_name)
+                 USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+    IF as_of IS NULL THEN
+        RAISE EXCEPTION 'pgbus: an insights window needs its end (as_of)' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Spans in hours, not days: timestamptz minus '1 day' would follow the session's zone.
+    capped := retention IS NOT NULL AND retention > interval '0' AND retention < span;
+    IF capped THEN
+        span := make_interval(secs => extract(epoch FROM retention));
+    END IF;
+    label := workflow_insights_window.window_name;
+    since := as_of - span;
+    until := as_of + interval '1 microsecond';
+    RETURN NEXT;
+END;
+$$;
+
+-- The attempts of `workflow_class`'s runs that ended in [since, until), superseded ones left
+-- out (replaced before they ran, or ended after their run had moved on). Read through the
+-- runs: the ongoing ones (workflows_ongoing_idx) and those that ended at or after `since`
+-- (workflows_class_ended_idx), then each run's attempts (workflow_steps_run_idx). An attempt
+-- ends no later than its run, so no attempt in the window is missed. (SQL, so it is inlined
+-- into the caller's query.)
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_window_attempts(
+    workflow_class text, since timestamptz, until timestamptz
+) RETURNS SETOF pgbus.workflow_steps
+LANGUAGE sql STABLE AS $$
+    SELECT s.*
+    FROM pgbus.workflows w
+    JOIN pgbus.workflow_steps s ON s.workflow_id = w.workflow_id
+    WHERE w.workflow_class = $1
+      AND (w.ended_at IS NULL OR w.ended_at >= $2)
+      AND s.ended_at >= $2 AND s.ended_at < $3
+      AND s.status <> 'superseded'
+$$;
+
+-- The bucket a time falls in: 'day' and 'hour' follow the wall clock of `time_zone` (a day
+-- bucket starts at local midnight on both sides of a DST change, and at its first hour on a
+-- day whose midnight a DST change skips); '5 minutes' buckets are 5-minute marks.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_bucket(at timestamptz, bucket text, time_zone text)
+RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+    SELECT CASE $2
+        WHEN 'day' THEN date_trunc('day', $1, $3)
+        WHEN 'hour' THEN date_trunc('hour', $1, $3)
+        ELSE date_bin(interval '5 minutes', $1, timestamptz '2000-01-01 00:00:00+00')
+    END
+$$;
+
+-- The buckets covering [since, until), in order: each [bucket_from, bucket_to) clipped to the
+-- window, and `bucket_start` (the key pgbus.workflow_insights_bucket gives its rows).
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_buckets(
+    since timestamptz, until timestamptz, bucket text, time_zone text
+) RETURNS TABLE (bucket_start timestamptz, bucket_from timestamptz, bucket_to timestamptz)
+LANGUAGE sql STABLE AS $$
+    WITH keys AS (
+        -- Sampling often enough that no bucket is missed (a bucket is at least 5 minutes, an
+        -- hour, or 23 hours long).
+        SELECT DISTINCT pgbus.workflow_insights_bucket(g, $3, $4) AS k
+        FROM generate_series($1, $2 - interval '1 microsecond', CASE $3 WHEN 'day' THEN interval '1 hour'
+                                             WHEN 'hour' THEN interval '15 minutes'
+                                             ELSE interval '5 minutes' END) g
+        UNION
+        SELECT pgbus.workflow_insights_bucket($2 - interval '1 microsecond', $3, $4)
+    )
+    SELECT k, greatest(k, $1), least(coalesce(lead(k) OVER (ORDER BY k), $2), $2)
+    FROM keys
+    ORDER BY k
+$$;

@@ -1,0 +1,112 @@
+-- Workflow insights: the list of classes (/workflows/definitions and the MCP tool
+-- pgbus_workflow_definitions). Window, retention and as_of: see 500_workflow_insights_window.sql.
+
+-- Every workflow class name still in the runs table, read by skipping through
+-- workflows_class_created_idx (one probe per class, not a scan of the runs).
+CREATE OR REPLACE FUNCTION pgbus.workflow_run_classes() RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE c AS (
+        SELECT min(w.workflow_class) AS cls FROM pgbus.workflows w
+        UNION ALL
+        SELECT (SELECT min(w.workflow_class) FROM pgbus.workflows w WHERE w.workflow_class > c.cls)
+        FROM c WHERE c.cls IS NOT NULL
+    )
+    SELECT cls FROM c WHERE cls IS NOT NULL
+$$;
+
+-- A registered class's live steps in order (its gravestones, marked "removed", left out).
+CREATE OR REPLACE FUNCTION pgbus.workflow_live_steps(workflow_class text) RETURNS text[]
+LANGUAGE sql STABLE AS $$
+    SELECT array_agg(x ->> 'name' ORDER BY o)
+    FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) WITH ORDINALITY AS t(x, o)
+    WHERE d.workflow_class = $1 AND NOT coalesce((x ->> 'removed')::boolean, false)
+$$;
+
+-- One row per workflow class: every registered class (pgbus.workflow_definitions) and every
+-- class name still in pgbus.workflows, by name. Per class:
+--   registered        a definition row exists (whether this process can load the class is
+--                     the caller's to say: "definition not loaded"); step_count its live
+--                     steps (NULL when not registered)
+--   ongoing, paused   runs not finished or cancelled now (created before `until`), and how
+--                     many of them are paused: list filter status=ongoing|paused,
+--                     workflow_class, created_to=until
+--   stuck             pgbus.workflow_stuck's runs of the class now (the attention page)
+--   finished, cancelled  runs that ended so in the window: list filter status=finished|
+--                     cancelled, workflow_class, ended_from=since, ended_to=until
+--   duration_p50, duration_p95  end to end (created -> ended) of the runs finished in the
+--                     window, seconds (percentile_cont); NULL when none
+--   on_removed_steps  ongoing runs whose current step is not a live step of the registered
+--                     definition (removed since they started), and removed_steps those steps
+--                     (list filter status=ongoing, workflow_class, step, created_to=until);
+--                     0 and '{}' for a class without a definition
+--   since, until      the window (the same on every row)
+CREATE OR REPLACE FUNCTION pgbus.workflow_definitions_overview(
+    window_name text DEFAULT '24h',
+    retention interval DEFAULT interval '30 days',
+    as_of timestamptz DEFAULT now(),
+    stall_threshold interval DEFAULT interval '15 minutes',
+    overdue_after interval DEFAULT interval '5 minutes',
+    waiting_threshold interval DEFAULT interval '7 days'
+) RETURNS TABLE (workflow_class text, registered boolean, step_count integer, ongoing bigint,
+                 paused bigint, stuck bigint, finished bigint, cancelled bigint,
+                 duration_p50 double precision, duration_p95 double precision,
+                 on_removed_steps bigint, removed_steps text[], since timestamptz,
+                 until timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    win record;
+BEGIN
+    SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
+    RETURN QUERY
+    WITH defs AS (
+        SELECT d.workflow_class AS cls,
+               (SELECT array_agg(x ->> 'name') FROM jsonb_array_elements(d.steps) x
+                WHERE NOT coalesce((x ->> 'removed')::boolean, false)) AS live
+        FROM pgbus.workflow_definitions d
+    ),
+    classes AS (
+        SELECT cls FROM defs UNION SELECT c FROM pgbus.workflow_run_classes() c
+    ),
+    ongoing AS (
+        SELECT w.workflow_class AS cls, count(*) AS n,
+               count(*) FILTER (WHERE w.status = 'paused') AS paused,
+               count(*) FILTER (WHERE d.cls IS NOT NULL AND w.current_step IS NOT NULL
+                                  AND w.current_step <> ALL (coalesce(d.live, '{}'))) AS on_removed,
+               coalesce(array_agg(DISTINCT w.current_step ORDER BY w.current_step)
+                            FILTER (WHERE d.cls IS NOT NULL AND w.current_step IS NOT NULL
+                                      AND w.current_step <> ALL (coalesce(d.live, '{}'))), '{}') AS removed
+        FROM pgbus.workflows w
+        LEFT JOIN defs d ON d.cls = w.workflow_class
+        WHERE w.ended_at IS NULL AND w.created_at < win.until
+        GROUP BY w.workflow_class
+    ),
+    stuck AS (
+        SELECT k.workflow_class AS cls, count(*) AS n
+        FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
+        GROUP BY k.workflow_class
+    ),
+    ended AS (
+        SELECT w.workflow_class AS cls,
+               count(*) FILTER (WHERE w.status = 'finished') AS finished,
+               count(*) FILTER (WHERE w.status = 'cancelled') AS cancelled,
+               percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY extract(epoch FROM w.ended_at - w.created_at))
+                   FILTER (WHERE w.status = 'finished') AS p
+        FROM pgbus.workflows w
+        WHERE w.ended_at >= win.since AND w.ended_at < win.until
+        GROUP BY w.workflow_class
+    )
+    SELECT c.cls, d.cls IS NOT NULL,
+           CASE WHEN d.cls IS NOT NULL THEN coalesce(cardinality(d.live), 0) END,
+           coalesce(o.n, 0), coalesce(o.paused, 0), coalesce(s.n, 0),
+           coalesce(e.finished, 0), coalesce(e.cancelled, 0),
+           round(e.p[1]::numeric, 3)::double precision, round(e.p[2]::numeric, 3)::double precision,
+           coalesce(o.on_removed, 0), coalesce(o.removed, '{}'),
+           win.since, win.until
+    FROM classes c
+    LEFT JOIN defs d ON d.cls = c.cls
+    LEFT JOIN ongoing o ON o.cls = c.cls
+    LEFT JOIN stuck s ON s.cls = c.cls
+    LEFT JOIN ended e ON e.cls = c.cls
+    ORDER BY c.cls;
+END;
+$$;

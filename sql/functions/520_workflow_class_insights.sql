@@ -1,0 +1,374 @@
+-- Workflow insights: one class's page (/workflows/definitions/<class>) and the MCP tool
+-- pgbus_workflow_stats, one function per block. Window, retention and as_of: see
+-- 500_workflow_insights_window.sql. Each block answers a jsonb object that repeats the window
+-- ("window", "since", "until", "capped").
+
+-- Whether any definition or run has this class name (the page answers 404 otherwise).
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_exists(workflow_class text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM pgbus.workflow_definitions d WHERE d.workflow_class = $1)
+        OR EXISTS (SELECT 1 FROM pgbus.workflows w WHERE w.workflow_class = $1)
+$$;
+
+-- The figures of a group of attempts (attempts n, of which failed: an error was recorded;
+-- reattempted: ended with reattempt; skipped), rates in percent, "few_samples" under 20
+-- attempts, and p50/p95/p99 of run time (started -> ended) and pickup latency (scheduled ->
+-- started) in seconds.
+CREATE OR REPLACE FUNCTION pgbus.workflow_step_figures(
+    n bigint, failed bigint, reattempted bigint, skipped bigint,
+    run_time double precision[], pickup double precision[]
+) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object(
+        'attempts', coalesce($1, 0), 'failed', coalesce($2, 0),
+        'reattempted', coalesce($3, 0), 'skipped', coalesce($4, 0),
+        'failure_rate', CASE WHEN $1 > 0 THEN round(100.0 * $2 / $1, 1) END,
+        'reattempt_rate', CASE WHEN $1 > 0 THEN round(100.0 * $3 / $1, 1) END,
+        'skip_rate', CASE WHEN $1 > 0 THEN round(100.0 * $4 / $1, 1) END,
+        'few_samples', coalesce($1, 0) < 20,
+        'run_time', jsonb_build_object('p50', round($5[1]::numeric, 3), 'p95', round($5[2]::numeric, 3),
+                                       'p99', round($5[3]::numeric, 3)),
+        'pickup', jsonb_build_object('p50', round($6[1]::numeric, 3), 'p95', round($6[2]::numeric, 3),
+                                     'p99', round($6[3]::numeric, 3)))
+$$;
+
+-- The window as the blocks repeat it.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_window_json(
+    window_name text, retention interval, as_of timestamptz
+) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('window', w.label, 'since', w.since, 'until', w.until,
+                              'capped', w.capped, 'bucket', w.bucket)
+    FROM pgbus.workflow_insights_window($1, $2, $3) w
+$$;
+
+-- The pipeline: the class's steps in order, each with the runs at it now and the figures of
+-- its attempts that ended in the window. {"workflow_class", "registered", window...,
+-- "steps": [{"step_name", "position", "removed", "in_definition", "ready", "running",
+-- "waiting", "paused" (ongoing runs at the step now, created before until: list filter
+-- status=<that>, workflow_class, step, created_to=until), figures (workflow_step_figures)}]}.
+-- Steps: the definition's in order (a gravestone is "removed"), then any other step a run sits
+-- on or an attempt in the window ran ("removed", not "in_definition"), first seen first. For a
+-- class without a definition every step comes from the data and none is "removed".
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_steps(
+    workflow_class text,
+    window_name text DEFAULT '24h',
+    retention interval DEFAULT interval '30 days',
+    as_of timestamptz DEFAULT now()
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    win record;
+    registered boolean;
+    steps jsonb;
+BEGIN
+    SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
+    registered := EXISTS (SELECT 1 FROM pgbus.workflow_definitions d
+                          WHERE d.workflow_class = workflow_class_steps.workflow_class);
+    WITH att AS (
+        SELECT a.step_name, min(a.step_id) AS first_id, count(*) AS n,
+               count(*) FILTER (WHERE a.error IS NOT NULL) AS failed,
+               count(*) FILTER (WHERE a.outcome = 'reattempt') AS reattempted,
+               count(*) FILTER (WHERE a.status = 'skipped') AS skipped,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM a.ended_at - a.started_at))
+                   FILTER (WHERE a.started_at IS NOT NULL) AS run_time,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
+                   ORDER BY extract(epoch FROM greatest(a.started_at - a.scheduled_at, interval '0')))
+                   FILTER (WHERE a.started_at IS NOT NULL) AS pickup
+        FROM pgbus.workflow_class_window_attempts(workflow_class_steps.workflow_class, win.since, win.until) a
+        GROUP BY a.step_name
+    ),
+    now_ AS (
+        SELECT w.current_step AS step_name, min(w.current_step_id) AS first_id,
+               count(*) FILTER (WHERE w.status = 'ready') AS ready,
+               count(*) FILTER (WHERE w.status = 'running') AS running,
+               count(*) FILTER (WHERE w.status = 'waiting') AS waiting,
+               count(*) FILTER (WHERE w.status = 'paused') AS paused
+        FROM pgbus.workflows w
+        WHERE w.workflow_class = workflow_class_steps.workflow_class AND w.ended_at IS NULL
+          AND w.created_at < win.until AND w.current_step IS NOT NULL
+        GROUP BY w.current_step
+    ),
+    def AS (
+        SELECT x ->> 'name' AS step_name, o AS pos, coalesce((x ->> 'removed')::boolean, false) AS removed
+        FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) WITH ORDINALITY AS t(x, o)
+        WHERE d.workflow_class = workflow_class_steps.workflow_class
+    ),
+    others AS (
+        SELECT u.step_name, min(u.first_id) AS first_id
+        FROM (SELECT step_name, first_id FROM att UNION ALL SELECT step_name, first_id FROM now_) u
+        WHERE u.step_name NOT IN (SELECT def.step_name FROM def)
+        GROUP BY u.step_name
+    ),
+    names AS (
+        SELECT def.step_name, def.pos AS ord1, 0::bigint AS ord2, def.removed, true AS in_def FROM def
+        UNION ALL
+        SELECT o.step_name, 1000000000, o.first_id, registered, false FROM others o
+    )
+    SELECT coalesce(jsonb_agg(
+               jsonb_build_object('step_name', nm.step_name,
+                                  'position', row_number,
+                                  'removed', nm.removed, 'in_definition', nm.in_def,
+                                  'ready', coalesce(nw.ready, 0), 'running', coalesce(nw.running, 0),
+                                  'waiting', coalesce(nw.waiting, 0), 'paused', coalesce(nw.paused, 0))
+               || pgbus.workflow_step_figures(a.n, a.failed, a.reattempted, a.skipped, a.run_time, a.pickup)
+               ORDER BY row_number), '[]')
+    INTO steps
+    FROM (SELECT names.*, row_number() OVER (ORDER BY ord1, ord2, step_name) FROM names) nm
+    LEFT JOIN att a ON a.step_name = nm.step_name
+    LEFT JOIN now_ nw ON nw.step_name = nm.step_name;
+    RETURN jsonb_build_object('workflow_class', workflow_class, 'registered', registered)
+           || pgbus.workflow_insights_window_json(window_name, retention, as_of)
+           || jsonb_build_object('steps', steps);
+END;
+$$;
+
+-- Runs started (created), finished and cancelled per bucket of the window, in `time_zone`'s
+-- wall clock (NULL: the server's TimeZone; an unknown zone raises 22023). Buckets: 5 minutes
+-- (1h), hours (24h), days (7d, 30d). {window..., "time_zone", "buckets": [{"from", "to",
+-- "started", "finished", "cancelled"}]}: each bucket is [from, to) clipped to the window, the
+-- list filters status=all, created_from=from, created_to=to (started) and status=finished|
+-- cancelled, ended_from=from, ended_to=to.
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_throughput(
+    workflow_class text,
+    window_name text DEFAULT '24h',
+    time_zone text DEFAULT NULL,
+    retention interval DEFAULT interval '30 days',
+    as_of timestamptz DEFAULT now()
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    win record;
+    tz text := coalesce(time_zone, current_setting('TimeZone'));
+    buckets jsonb;
+BEGIN
+    SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
+    PERFORM now() AT TIME ZONE tz;  -- an unknown zone raises 22023 here
+    WITH b AS (
+        SELECT * FROM pgbus.workflow_insights_buckets(win.since, win.until, win.bucket, tz)
+    ),
+    started AS (
+        SELECT pgbus.workflow_insights_bucket(w.created_at, win.bucket, tz) AS k, count(*) AS n
+        FROM pgbus.workflows w
+        WHERE w.workflow_class = workflow_class_throughput.workflow_class
+          AND w.created_at >= win.since AND w.created_at < win.until
+        GROUP BY 1
+    ),
+    ended AS (
+        SELECT pgbus.workflow_insights_bucket(w.ended_at, win.bucket, tz) AS k,
+               count(*) FILTER (WHERE w.status = 'finished') AS finished,
+               count(*) FILTER (WHERE w.status = 'cancelled') AS cancelled
+        FROM pgbus.workflows w
+        WHERE w.workflow_class = workflow_class_throughput.workflow_class
+          AND w.ended_at >= win.since AND w.ended_at < win.until
+        GROUP BY 1
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'from', b.bucket_from, 'to', b.bucket_to, 'started', coalesce(s.n, 0),
+               'finished', coalesce(e.finished, 0), 'cancelled', coalesce(e.cancelled, 0))
+               ORDER BY b.bucket_start), '[]')
+    INTO buckets
+    FROM b LEFT JOIN started s ON s.k = b.bucket_start LEFT JOIN ended e ON e.k = b.bucket_start;
+    RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
+           || jsonb_build_object('workflow_class', workflow_class, 'time_zone', tz, 'buckets', buckets);
+END;
+$$;
+
+-- The end-to-end durations (created -> ended) of the class's runs finished in the window:
+-- {window..., "finished", "p50", "p95", "p99" (seconds), "bins": [{"label", "min_seconds",
+-- "max_seconds" (NULL: no upper end), "runs"}]}, every bin listed, [min, max).
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_durations(
+    workflow_class text,
+    window_name text DEFAULT '24h',
+    retention interval DEFAULT interval '30 days',
+    as_of timestamptz DEFAULT now()
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    win record;
+    answer jsonb;
+BEGIN
+    SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
+    WITH d AS (
+        SELECT extract(epoch FROM w.ended_at - w.created_at)::double precision AS secs
+        FROM pgbus.workflows w
+        WHERE w.workflow_class = workflow_class_durations.workflow_class
+          AND w.ended_at >= win.since AND w.ended_at < win.until AND w.status = 'finished'
+    ),
+    bins(i, label, lo, hi) AS (
+        VALUES (1, '< 1 s', 0, 1), (2, '1–10 s', 1, 10), (3, '10 s–1 min', 10, 60),
+               (4, '1–10 min', 60, 600), (5, '10 min–1 h', 600, 3600), (6, '1–6 h', 3600, 21600),
+               (7, '6–24 h', 21600, 86400), (8, '1–7 d', 86400, 604800), (9, '≥ 7 d', 604800, NULL)
+    ),
+    p AS (
+        SELECT count(*) AS n,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY d.secs) AS q
+        FROM d
+    )
+    SELECT jsonb_build_object(
+        'finished', p.n,
+        'p50', round(p.q[1]::numeric, 3), 'p95', round(p.q[2]::numeric, 3), 'p99', round(p.q[3]::numeric, 3),
+        'bins', (SELECT jsonb_agg(jsonb_build_object(
+                            'label', bins.label, 'min_seconds', bins.lo, 'max_seconds', bins.hi,
+                            'runs', (SELECT count(*) FROM d WHERE d.secs >= bins.lo
+                                                             AND (bins.hi IS NULL OR d.secs < bins.hi)))
+                        ORDER BY bins.i) FROM bins))
+    INTO answer
+    FROM p;
+    RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
+           || jsonb_build_object('workflow_class', workflow_class) || answer;
+END;
+$$;
+
+-- The funnel: of the class's runs started (created) in the window, how many reached each step
+-- (an attempt of it was created before until) and where each one is now. {window...,
+-- "started", "finished", "cancelled", "ongoing" (list filter status=all|finished|cancelled|
+-- ongoing, workflow_class, created_from=since, created_to=until), "steps": [{"step_name",
+-- "position", "reached", "ready", "running", "waiting", "paused" (ongoing runs at the step:
+-- add step=<step_name>), "cancelled" (cancelled at the step)}]}, steps in the order of
+-- pgbus.workflow_class_steps (the definition's, then others reached).
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_funnel(
+    workflow_class text,
+    window_name text DEFAULT '24h',
+    retention interval DEFAULT interval '30 days',
+    as_of timestamptz DEFAULT now()
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    win record;
+    answer jsonb;
+BEGIN
+    SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
+    WITH runs AS (
+        SELECT w.workflow_id, w.status, w.current_step
+        FROM pgbus.workflows w
+        WHERE w.workflow_class = workflow_class_funnel.workflow_class
+          AND w.created_at >= win.since AND w.created_at < win.until
+    ),
+    reached AS (
+        SELECT s.step_name, count(DISTINCT s.workflow_id) AS n, min(s.step_id) AS first_id
+        FROM runs r JOIN pgbus.workflow_steps s ON s.workflow_id = r.workflow_id
+        WHERE s.created_at < win.until
+        GROUP BY s.step_name
+    ),
+    here AS (
+        SELECT r.current_step AS step_name,
+               count(*) FILTER (WHERE r.status = 'ready') AS ready,
+               count(*) FILTER (WHERE r.status = 'running') AS running,
+               count(*) FILTER (WHERE r.status = 'waiting') AS waiting,
+               count(*) FILTER (WHERE r.status = 'paused') AS paused,
+               count(*) FILTER (WHERE r.status = 'cancelled') AS cancelled
+        FROM runs r WHERE r.current_step IS NOT NULL AND r.status <> 'finished'
+        GROUP BY r.current_step
+    ),
+    def AS (
+        SELECT x ->> 'name' AS step_name, o AS pos
+        FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) WITH ORDINALITY AS t(x, o)
+        WHERE d.workflow_class = workflow_class_funnel.workflow_class
+    ),
+    names AS (
+        SELECT def.step_name, def.pos AS ord1, 0::bigint AS ord2 FROM def
+        UNION ALL
+        SELECT u.step_name, 1000000000, min(u.first_id)
+        FROM (SELECT reached.step_name, reached.first_id FROM reached
+              UNION ALL SELECT here.step_name, NULL FROM here) u
+        WHERE u.step_name NOT IN (SELECT def.step_name FROM def)
+        GROUP BY u.step_name
+    )
+    SELECT jsonb_build_object(
+        'started', (SELECT count(*) FROM runs),
+        'finished', (SELECT count(*) FROM runs WHERE status = 'finished'),
+        'cancelled', (SELECT count(*) FROM runs WHERE status = 'cancelled'),
+        'ongoing', (SELECT count(*) FROM runs WHERE status NOT IN ('finished', 'cancelled')),
+        'steps', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                       'step_name', nm.step_name, 'position', nm.row_number,
+                       'reached', coalesce(rc.n, 0),
+                       'ready', coalesce(h.ready, 0), 'running', coalesce(h.running, 0),
+                       'waiting', coalesce(h.waiting, 0), 'paused', coalesce(h.paused, 0),
+                       'cancelled', coalesce(h.cancelled, 0)) ORDER BY nm.row_number)
+            FROM (SELECT names.*, row_number() OVER (ORDER BY ord1, ord2 NULLS LAST, step_name) FROM names) nm
+            LEFT JOIN reached rc ON rc.step_name = nm.step_name
+            LEFT JOIN here h ON h.step_name = nm.step_name), '[]'))
+    INTO answer;
+    RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
+           || jsonb_build_object('workflow_class', workflow_class) || answer;
+END;
+$$;
+
+-- The same figures as the pipeline for the last `max_revisions` app revisions whose attempts
+-- ended in the window, newest first (by first attempt started, else ended, in the window).
+-- {window..., "revisions": [{"app_revision", "first_seen", "last_seen", "attempts", "steps":
+-- [{"step_name", figures..., "failure_rate_before", "rose"}]}]}: "failure_rate_before" is the
+-- step's failure rate in the next older revision in the window that ran it (NULL: none), and
+-- "rose" is true when the failure rate rose by more than five percentage points over it
+-- (compared unrounded). Attempts without a revision are left out.
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_revisions(
+    workflow_class text,
+    window_name text DEFAULT '24h',
+    retention interval DEFAULT interval '30 days',
+    as_of timestamptz DEFAULT now(),
+    max_revisions integer DEFAULT 5
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    win record;
+    revisions jsonb;
+    lim integer := greatest(1, least(coalesce(max_revisions, 5), 50));
+BEGIN
+    SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
+    WITH att AS (
+        SELECT a.* FROM pgbus.workflow_class_window_attempts(workflow_class_revisions.workflow_class, win.since, win.until) a
+        WHERE a.app_revision IS NOT NULL
+    ),
+    revs AS (
+        SELECT a.app_revision, min(coalesce(a.started_at, a.ended_at)) AS first_seen,
+               max(a.ended_at) AS last_seen, count(*) AS n
+        FROM att a GROUP BY a.app_revision
+    ),
+    ranked AS (
+        SELECT revs.*, row_number() OVER (ORDER BY first_seen DESC, app_revision DESC) AS rank FROM revs
+    ),
+    per_step AS (
+        SELECT a.app_revision, a.step_name, min(a.step_id) AS first_id, count(*) AS n,
+               count(*) FILTER (WHERE a.error IS NOT NULL) AS failed,
+               count(*) FILTER (WHERE a.outcome = 'reattempt') AS reattempted,
+               count(*) FILTER (WHERE a.status = 'skipped') AS skipped,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM a.ended_at - a.started_at))
+                   FILTER (WHERE a.started_at IS NOT NULL) AS run_time,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
+                   ORDER BY extract(epoch FROM greatest(a.started_at - a.scheduled_at, interval '0')))
+                   FILTER (WHERE a.started_at IS NOT NULL) AS pickup
+        FROM att a
+        WHERE a.app_revision IN (SELECT r.app_revision FROM ranked r WHERE r.rank <= lim + 1)
+        GROUP BY a.app_revision, a.step_name
+    ),
+    compared AS (
+        SELECT p.*, r.rank,
+               lead(p.failed::numeric / p.n) OVER (PARTITION BY p.step_name ORDER BY r.rank) AS before
+        FROM per_step p JOIN ranked r USING (app_revision)
+    ),
+    def AS (
+        SELECT x ->> 'name' AS step_name, o AS pos
+        FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) WITH ORDINALITY AS t(x, o)
+        WHERE d.workflow_class = workflow_class_revisions.workflow_class
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'app_revision', r.app_revision, 'first_seen', r.first_seen, 'last_seen', r.last_seen,
+               'attempts', r.n,
+               'steps', (SELECT jsonb_agg(jsonb_build_object('step_name', c.step_name)
+                                          || pgbus.workflow_step_figures(c.n, c.failed, c.reattempted, c.skipped,
+                                                                         c.run_time, c.pickup)
+                                          || jsonb_build_object(
+                                                 'failure_rate_before', round(100 * c.before, 1),
+                                                 'rose', coalesce(100 * (c.failed::numeric / c.n - c.before) > 5, false))
+                                          ORDER BY coalesce(d.pos, 1000000000), c.first_id)
+                         FROM compared c LEFT JOIN def d ON d.step_name = c.step_name
+                         WHERE c.app_revision = r.app_revision))
+               ORDER BY r.rank), '[]')
+    INTO revisions
+    FROM ranked r WHERE r.rank <= lim;
+    RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
+           || jsonb_build_object('workflow_class', workflow_class, 'revisions', revisions);
+END;
+$$;
