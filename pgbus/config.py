@@ -166,6 +166,10 @@ def _time_zone(name: str, value: Any) -> str:
         raise ConfigurationError(name, str(exc)) from None
 
 
+def _optional_time_zone(name: str, value: Any) -> str | None:
+    return None if value is None else _time_zone(name, value)
+
+
 def _tasks(kind: str) -> Check:
     """recurring_tasks / deploy_tasks: {key: options}; checked in pgbus.scheduling."""
 
@@ -263,6 +267,9 @@ class Settings:
     web_auth: Callable[..., Any] | None = _setting(None, _optional_callable)
     web_refresh_interval: timedelta = _setting(timedelta(seconds=5), _positive_duration)
     web_per_page: int = _setting(25, _int_between(1, 200))
+    # The zone whose wall clock the workflow insights' buckets follow (None: the database
+    # server's TimeZone).
+    web_time_zone: str | None = _setting(None, _optional_time_zone)
     web_filter_parameters: tuple[str, ...] = _setting(
         (
             "password",

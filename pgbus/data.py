@@ -44,6 +44,8 @@ WORKFLOW_FILTERS = (
 WORKFLOW_BULK_LIMIT = 500
 # The periods the job insights offer, each with its bucket width.
 INSIGHT_PERIODS = ("1h", "24h", "7d", "30d")
+# The windows the workflow insights offer (pgbus.workflow_insights_window), 24h by default.
+WORKFLOW_INSIGHT_WINDOWS = ("1h", "24h", "7d", "30d")
 
 # The payload keys shown as [FILTERED] unless the web_filter_parameters setting says otherwise.
 DEFAULT_FILTER: tuple[str, ...] = Settings.__dataclass_fields__["web_filter_parameters"].default
@@ -378,6 +380,36 @@ class DataSource:
                 "SELECT workflow_class FROM pgbus.workflow_definitions ORDER BY workflow_class"
             )
         ]
+
+    # -- workflow insights (pgbus.workflow_definitions_overview and pgbus.workflow_class_*) ----
+
+    def workflow_definitions(self, window: str = "24h") -> list[dict[str, Any]]:
+        """One row per workflow class over the window (capped at workflow_retention)."""
+        return self._rows(
+            "SELECT * FROM pgbus.workflow_definitions_overview(%s, %s, now(), %s, %s, %s)",
+            (window, settings().workflow_retention, *self._workflow_thresholds()),
+        )
+
+    def workflow_class_exists(self, workflow_class: str) -> bool:
+        return bool(self._value("SELECT pgbus.workflow_class_exists(%s)", (workflow_class,)))
+
+    def workflow_class_block(
+        self, block: str, workflow_class: str, window: str = "24h"
+    ) -> dict[str, Any]:
+        """One block of a class's insights page: "steps", "throughput" (in the web_time_zone
+        setting's wall clock, else the server's), "durations", "funnel" or "revisions"."""
+        retention = settings().workflow_retention
+        if block == "throughput":
+            return self._value(
+                "SELECT pgbus.workflow_class_throughput(%s, %s, %s, %s)",
+                (workflow_class, window, settings().web_time_zone, retention),
+            )
+        if block not in ("steps", "durations", "funnel", "revisions"):
+            raise ValueError(f"no such insights block: {block!r}")
+        return self._value(
+            f"SELECT pgbus.workflow_class_{block}(%s, %s, %s)",
+            (workflow_class, window, retention),
+        )
 
     def workflow_attention(self, only_class: str | None = None) -> list[dict[str, Any]]:
         """Stuck runs grouped by class, step, reason and error class."""

@@ -399,10 +399,12 @@ def create_app(
         ),
         per_page=s.web_per_page,
     )
-    from pgbus.web import pages, workflow_pages
+    from pgbus.web import insight_pages, pages, workflow_pages
 
     routes = [
         *pages.routes(dash),
+        # (before the workflow pages: /workflows/definitions is not a run id)
+        *insight_pages.routes(dash),
         *workflow_pages.routes(dash),
         Route("/api/metrics", metrics_endpoint.endpoint(dash.data), name="metrics"),
         Route("/livez", livez, name="livez"),

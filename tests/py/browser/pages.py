@@ -36,4 +36,6 @@ def page_paths(db_url: str) -> dict[str, str]:
         "recurring task": "/recurring/nightly_report",
         "deploy tasks": "/deploy-tasks",
         "deploy task": "/deploy-tasks/backfill_totals",
+        "workflow insights": "/workflows/definitions",
+        "workflow class insights": "/workflows/definitions/app.workflows.OrderFlow?window=7d",
     }

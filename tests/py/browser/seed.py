@@ -114,3 +114,59 @@ def seed(url: str) -> None:
                 AS c(job_class, queue_name)
             """
         )
+        seed_workflows(conn)
+
+
+def seed_workflows(conn: psycopg.Connection) -> None:
+    """A day of runs of one workflow class over two app revisions, for the insights pages:
+    finished, cancelled, paused on an error, waiting, and one on a removed step."""
+    conn.execute(
+        "INSERT INTO pgbus.workflow_definitions (workflow_class, steps, removed_steps, digest, queue)"
+        " VALUES ('app.workflows.OrderFlow', %s, '{pack}', 'd2', 'default')",
+        (
+            Jsonb(
+                [
+                    {"name": "charge"},
+                    {"name": "pack", "removed": True},
+                    {"name": "ship"},
+                    {"name": "notify"},
+                ]
+            ),
+        ),
+    )
+    conn.execute(
+        """
+        WITH runs AS (
+            INSERT INTO pgbus.workflows (workflow_class, status, pause_cause, current_step,
+                                         definition_digest, created_at, updated_at, ended_at)
+            SELECT 'app.workflows.OrderFlow',
+                   CASE WHEN g % 11 = 0 THEN 'cancelled' WHEN g % 17 = 0 THEN 'paused'
+                        WHEN g % 19 = 0 THEN 'waiting' WHEN g % 23 = 0 THEN 'ready'
+                        ELSE 'finished' END,
+                   CASE WHEN g % 11 <> 0 AND g % 17 = 0 THEN 'error' END,
+                   CASE WHEN g % 11 = 0 THEN 'charge' WHEN g % 17 = 0 THEN 'ship'
+                        WHEN g % 19 = 0 THEN 'notify' WHEN g % 23 = 0 THEN 'pack' ELSE 'notify' END,
+                   'd2', now() - make_interval(mins => g * 7), now() - make_interval(mins => g * 7),
+                   CASE WHEN g % 11 = 0 OR (g % 17 <> 0 AND g % 19 <> 0 AND g % 23 <> 0)
+                        THEN now() - make_interval(mins => g * 7) + make_interval(secs => 30 + g % 200) END
+            FROM generate_series(1, 200) g
+            RETURNING workflow_id, created_at
+        )
+        INSERT INTO pgbus.workflow_steps (workflow_id, step_name, status, outcome, queue,
+                                          scheduled_at, started_at, ended_at, error, error_class,
+                                          app_revision, created_at)
+        SELECT r.workflow_id, s.name,
+               CASE WHEN (n + s.i) % 9 = 0 THEN 'failed' ELSE 'completed' END,
+               CASE WHEN (n + s.i) % 9 = 0 THEN 'reattempt' ELSE 'complete' END, 'default',
+               r.created_at + make_interval(secs => s.i * 5),
+               r.created_at + make_interval(secs => s.i * 5 + n % 3),
+               r.created_at + make_interval(secs => s.i * 5 + n % 3 + 1 + n % 4),
+               CASE WHEN (n + s.i) % 9 = 0
+                    THEN '{"class": "TimeoutError", "message": "carrier timed out"}'::jsonb END,
+               CASE WHEN (n + s.i) % 9 = 0 THEN 'TimeoutError' END,
+               CASE WHEN r.created_at > now() - interval '6 hours' THEN 'b7e1' ELSE 'a3f9' END,
+               r.created_at
+        FROM (SELECT *, row_number() OVER () AS n FROM runs) r
+        CROSS JOIN (VALUES (1, 'charge'), (2, 'ship'), (3, 'notify')) AS s(i, name)
+        """
+    )

@@ -1,0 +1,282 @@
+"""Workflow insights by class: the list of classes (/workflows/definitions) and one class's page
+(/workflows/definitions/<class>), over a window of 1h, 24h (default), 7d or 30d.
+
+Every figure is one SQL function's (pgbus.workflow_definitions_overview and the
+pgbus.workflow_class_* blocks, one call per block); this module picks the words, builds the
+chart options and the links. Each count of runs that a Workflows list filter can express links
+to that list with exactly those filters (the SQL's window is half-open like the list's).
+A class name from the URL is only ever compared with names: it is never imported.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from pgbus.web.app import BadInput, Lazy, not_found
+from pgbus.web.workflow_pages import _seconds, text_param
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pgbus.data import WORKFLOW_INSIGHT_WINDOWS
+
+if TYPE_CHECKING:
+    from pgbus.web.app import Dashboard
+
+NOW_STATUSES = ("ready", "running", "waiting", "paused")
+STATUS_WORDS = {
+    "ready": "Scheduled",
+    "running": "Running",
+    "waiting": "Waiting",
+    "paused": "Paused",
+}
+
+
+def window_param(request: Request) -> str:
+    window = request.query_params.get("window") or "24h"
+    if window not in WORKFLOW_INSIGHT_WINDOWS:
+        raise BadInput("Unknown window: use one of " + ", ".join(WORKFLOW_INSIGHT_WINDOWS))
+    return window
+
+
+def loaded(workflow_class: str) -> bool:
+    """Whether this process knows the class (a dictionary look-up: nothing is imported)."""
+    from pgbus.workflow.base import _registry
+
+    return workflow_class in _registry
+
+
+def iso(value: Any) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def percent(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.1f} %"
+
+
+def secs(value: Any) -> str:
+    return "—" if value is None else _seconds(value)
+
+
+def bucket_label(at: str, bucket: str, zone: ZoneInfo | None) -> str:
+    when = datetime.fromisoformat(at)
+    if zone is not None:
+        when = when.astimezone(zone)
+    if bucket == "day":
+        return when.strftime("%Y-%m-%d")
+    if bucket == "hour":
+        return when.strftime("%m-%d %H:%M")
+    return when.strftime("%H:%M")
+
+
+def throughput_chart(data: dict[str, Any], link) -> dict[str, Any]:
+    zone = ZoneInfo(data["time_zone"]) if _known_zone(data["time_zone"]) else None
+    buckets = data["buckets"]
+    labels = [bucket_label(b["from"], data["bucket"], zone) for b in buckets]
+    kinds = (("started", "Started"), ("finished", "Finished"), ("cancelled", "Cancelled"))
+    rows = []
+    for label, b in zip(labels, buckets, strict=True):
+        if not any(b[k] for k, _ in kinds):
+            continue
+        rows.append(
+            [
+                label,
+                {
+                    "n": b["started"],
+                    "href": link(status="all", created_from=b["from"], created_to=b["to"]),
+                },
+                {
+                    "n": b["finished"],
+                    "href": link(status="finished", ended_from=b["from"], ended_to=b["to"]),
+                },
+                {
+                    "n": b["cancelled"],
+                    "href": link(status="cancelled", ended_from=b["from"], ended_to=b["to"]),
+                },
+            ]
+        )
+    return {
+        "id": "throughput",
+        "caption": f"Runs started, finished and cancelled per {_bucket_words(data['bucket'])} "
+        f"over {data['window']} ({data['time_zone']})",
+        "options": {
+            "chart": {"type": "bar", "height": 260, "animations": {"enabled": False}},
+            "series": [{"name": word, "data": [b[k] for b in buckets]} for k, word in kinds],
+            "colors": ["#0969da", "#1a7f37", "#6e7781"],
+            "xaxis": {"categories": labels, "tickAmount": 12},
+            "dataLabels": {"enabled": False},
+        },
+        "table": {"head": ["Time", "Started", "Finished", "Cancelled"], "rows": rows},
+        "empty": "No run started or ended in this window.",
+    }
+
+
+def durations_chart(data: dict[str, Any]) -> dict[str, Any]:
+    bins = data["bins"]
+    return {
+        "id": "durations",
+        "caption": f"End-to-end duration (started to finished) of the {data['finished']:,} runs "
+        f"finished over {data['window']}",
+        "options": {
+            "chart": {"type": "bar", "height": 260, "animations": {"enabled": False}},
+            "series": [{"name": "Runs", "data": [b["runs"] for b in bins]}],
+            "colors": ["#1a7f37"],
+            "xaxis": {"categories": [b["label"] for b in bins]},
+            "dataLabels": {"enabled": False},
+        },
+        "table": {
+            "head": ["Duration", "Runs"],
+            "rows": [[b["label"], b["runs"]] for b in bins if b["runs"]],
+        },
+        "empty": "No run finished in this window.",
+    }
+
+
+def _bucket_words(bucket: str) -> str:
+    return {"day": "day", "hour": "hour"}.get(bucket, "5 minutes")
+
+
+def _known_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+        return True
+    except Exception:
+        return False
+
+
+def routes(d: Dashboard) -> list[Route]:
+    def page(request: Request, template: str, fragments=None, **ctx: Any) -> Response:
+        from pgbus.web.pages import NAV
+
+        return d.render(
+            request,
+            template,
+            fragments,
+            nav=NAV,
+            section="workflows",
+            windows=WORKFLOW_INSIGHT_WINDOWS,
+            percent=percent,
+            secs=secs,
+            statuses=NOW_STATUSES,
+            status_words=STATUS_WORDS,
+            **ctx,
+        )
+
+    def list_url(request: Request, **filters: Any) -> str:
+        q = {k: iso(v) for k, v in filters.items() if v is not None}
+        return request.url_for("workflows").path + "?" + _encode(q)
+
+    def definitions(request: Request) -> Response:
+        window = window_param(request)
+
+        def rows() -> list[dict[str, Any]]:
+            out = []
+            for r in d.data.workflow_definitions(window):
+                r = dict(r)
+                r["loaded"] = loaded(r["workflow_class"])
+                r["links"] = _overview_links(request, r)
+                out.append(r)
+            return out
+
+        return page(
+            request,
+            "workflow_definitions.html",
+            {"definitions": "_workflow_definitions.html"},
+            window=window,
+            rows=Lazy(rows),
+        )
+
+    def _overview_links(request: Request, r: dict[str, Any]) -> dict[str, Any]:
+        cls = r["workflow_class"]
+        return {
+            "ongoing": list_url(
+                request, status="ongoing", workflow_class=cls, created_to=r["until"]
+            ),
+            "paused": list_url(request, status="paused", workflow_class=cls, created_to=r["until"]),
+            "finished": list_url(
+                request,
+                status="finished",
+                workflow_class=cls,
+                ended_from=r["since"],
+                ended_to=r["until"],
+            ),
+            "cancelled": list_url(
+                request,
+                status="cancelled",
+                workflow_class=cls,
+                ended_from=r["since"],
+                ended_to=r["until"],
+            ),
+            "stuck": request.url_for("workflows_attention").path
+            + "?"
+            + _encode({"workflow_class": cls}),
+            "removed": [
+                (
+                    step,
+                    list_url(
+                        request,
+                        status="ongoing",
+                        workflow_class=cls,
+                        step=step,
+                        created_to=r["until"],
+                    ),
+                )
+                for step in r["removed_steps"]
+            ],
+        }
+
+    def definition(request: Request) -> Response:
+        try:
+            cls = text_param(request.path_params["workflow_class"], "workflow class")
+        except BadInput:
+            raise not_found("No such workflow class") from None
+        if cls is None or not d.data.workflow_class_exists(cls):
+            raise not_found("No such workflow class: no definition or run has this name")
+        window = window_param(request)
+
+        def link(**filters: Any) -> str:
+            return list_url(request, workflow_class=cls, **filters)
+
+        def block(name: str):
+            return Lazy(lambda: d.data.workflow_class_block(name, cls, window))
+
+        steps, throughput, durations = block("steps"), block("throughput"), block("durations")
+        return page(
+            request,
+            "workflow_definition.html",
+            {
+                "pipeline": "_workflow_pipeline.html",
+                "charts": "_workflow_class_charts.html",
+                "funnel": "_workflow_funnel.html",
+                "revisions": "_workflow_revisions.html",
+            },
+            workflow_class=cls,
+            loaded=loaded(cls),
+            window=window,
+            steps=steps,
+            funnel=block("funnel"),
+            revisions=block("revisions"),
+            attention=Lazy(lambda: sum(g["runs"] for g in d.data.workflow_attention(cls))),
+            attention_url=request.url_for("workflows_attention").path
+            + "?"
+            + _encode({"workflow_class": cls}),
+            link=link,
+            charts=True,
+            chart=Lazy(
+                lambda: [throughput_chart(throughput.get(), link), durations_chart(durations.get())]
+            ),
+            durations=durations,
+        )
+
+    return [
+        Route("/workflows/definitions", definitions, name="workflow_definitions"),
+        Route("/workflows/definitions/{workflow_class}", definition, name="workflow_definition"),
+    ]
+
+
+def _encode(q: dict[str, str]) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode(q)
