@@ -404,7 +404,12 @@ class DataSource:
                 "SELECT pgbus.workflow_class_throughput(%s, %s, %s, %s)",
                 (workflow_class, window, settings().web_time_zone, retention),
             )
-        if block not in ("steps", "durations", "funnel", "revisions"):
+        if block == "steps":
+            return self._value(
+                "SELECT pgbus.workflow_class_steps(%s, %s, %s, now(), %s, %s, %s)",
+                (workflow_class, window, retention, *self._workflow_thresholds()),
+            )
+        if block not in ("durations", "funnel", "revisions"):
             raise ValueError(f"no such insights block: {block!r}")
         return self._value(
             f"SELECT pgbus.workflow_class_{block}(%s, %s, %s)",

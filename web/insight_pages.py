@@ -258,7 +258,6 @@ def routes(d: Dashboard) -> list[Route]:
             steps=steps,
             funnel=block("funnel"),
             revisions=block("revisions"),
-            attention=Lazy(lambda: sum(g["runs"] for g in d.data.workflow_attention(cls))),
             attention_url=request.url_for("workflows_attention").path
             + "?"
             + _encode({"workflow_class": cls}),

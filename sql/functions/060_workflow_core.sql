@@ -134,10 +134,10 @@ BEGIN
     FROM pgbus.workflow_steps s WHERE s.workflow_id = run.workflow_id AND s.step_name = step ->> 'name';
     msg := pgbus.workflow_send_step(run.workflow_id, id, queue, at);
     INSERT INTO pgbus.workflow_steps (step_id, workflow_id, step_name, attempt, queue, msg_id,
-                                      scheduled_at, timeout)
+                                      scheduled_at, timeout, run_class)
     OVERRIDING SYSTEM VALUE
     VALUES (id, run.workflow_id, step ->> 'name', attempt_no, queue, msg, at,
-            make_interval(secs => (step ->> 'timeout')::float8));
+            make_interval(secs => (step ->> 'timeout')::float8), run.workflow_class);
     UPDATE pgbus.workflows
     SET status = 'ready', pause_cause = NULL, current_step = step ->> 'name', current_step_id = id,
         updated_at = now()

@@ -46,21 +46,16 @@ BEGIN
 END;
 $$;
 
--- The attempts of `workflow_class`'s runs that ended in [since, until), superseded ones left
--- out (replaced before they ran, or ended after their run had moved on). Read through the
--- runs: the ongoing ones (workflows_ongoing_idx) and those that ended at or after `since`
--- (workflows_class_ended_idx), then each run's attempts (workflow_steps_run_idx). An attempt
--- ends no later than its run, so no attempt in the window is missed. (SQL, so it is inlined
--- into the caller's query.)
+-- The attempts of `workflow_class` that ended in [since, until), superseded ones left out
+-- (replaced before they ran, or ended after their run had moved on): one range of
+-- workflow_steps_class_ended_idx. (SQL, so it is inlined into the caller's query.)
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_window_attempts(
     workflow_class text, since timestamptz, until timestamptz
 ) RETURNS SETOF pgbus.workflow_steps
 LANGUAGE sql STABLE AS $$
     SELECT s.*
-    FROM pgbus.workflows w
-    JOIN pgbus.workflow_steps s ON s.workflow_id = w.workflow_id
-    WHERE w.workflow_class = $1
-      AND (w.ended_at IS NULL OR w.ended_at >= $2)
+    FROM pgbus.workflow_steps s
+    WHERE s.run_class = $1
       AND s.ended_at >= $2 AND s.ended_at < $3
       AND s.status <> 'superseded'
 $$;

@@ -43,7 +43,8 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The pipeline: the class's steps in order, each with the runs at it now and the figures of
--- its attempts that ended in the window. {"workflow_class", "registered", window...,
+-- its attempts that ended in the window. {"workflow_class", "registered", "attention" (its
+-- runs pgbus.workflow_stuck names now, with the thresholds given), window...,
 -- "steps": [{"step_name", "position", "removed", "in_definition", "ready", "running",
 -- "waiting", "paused" (ongoing runs at the step now, created before until: list filter
 -- status=<that>, workflow_class, step, created_to=until), figures (workflow_step_figures)}]}.
@@ -54,7 +55,10 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_steps(
     workflow_class text,
     window_name text DEFAULT '24h',
     retention interval DEFAULT interval '30 days',
-    as_of timestamptz DEFAULT now()
+    as_of timestamptz DEFAULT now(),
+    stall_threshold interval DEFAULT interval '15 minutes',
+    overdue_after interval DEFAULT interval '5 minutes',
+    waiting_threshold interval DEFAULT interval '7 days'
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -117,7 +121,10 @@ BEGIN
     FROM (SELECT names.*, row_number() OVER (ORDER BY ord1, ord2, step_name) FROM names) nm
     LEFT JOIN att a ON a.step_name = nm.step_name
     LEFT JOIN now_ nw ON nw.step_name = nm.step_name;
-    RETURN jsonb_build_object('workflow_class', workflow_class, 'registered', registered)
+    RETURN jsonb_build_object(
+               'workflow_class', workflow_class, 'registered', registered,
+               'attention', (SELECT count(*) FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
+                             WHERE k.workflow_class = workflow_class_steps.workflow_class))
            || pgbus.workflow_insights_window_json(window_name, retention, as_of)
            || jsonb_build_object('steps', steps);
 END;
@@ -240,16 +247,28 @@ DECLARE
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
     WITH runs AS (
-        SELECT w.workflow_id, w.status, w.current_step
+        SELECT w.workflow_id, w.status, w.current_step, w.current_step_id
         FROM pgbus.workflows w
         WHERE w.workflow_class = workflow_class_funnel.workflow_class
           AND w.created_at >= win.since AND w.created_at < win.until
     ),
+    -- Every attempt of those runs: ended ones end after their run was created, so they lie in
+    -- the class's range of workflow_steps_class_ended_idx from `since` on; an open one is its
+    -- run's current attempt.
+    attempts AS (
+        SELECT s.workflow_id, s.step_name, s.step_id
+        FROM pgbus.workflow_steps s
+        WHERE s.run_class = workflow_class_funnel.workflow_class AND s.ended_at >= win.since
+          AND s.created_at < win.until
+        UNION ALL
+        SELECT s.workflow_id, s.step_name, s.step_id
+        FROM runs r JOIN pgbus.workflow_steps s ON s.step_id = r.current_step_id
+        WHERE s.ended_at IS NULL AND s.created_at < win.until
+    ),
     reached AS (
-        SELECT s.step_name, count(DISTINCT s.workflow_id) AS n, min(s.step_id) AS first_id
-        FROM runs r JOIN pgbus.workflow_steps s ON s.workflow_id = r.workflow_id
-        WHERE s.created_at < win.until
-        GROUP BY s.step_name
+        SELECT a.step_name, count(DISTINCT a.workflow_id) AS n, min(a.step_id) AS first_id
+        FROM attempts a JOIN runs r ON r.workflow_id = a.workflow_id
+        GROUP BY a.step_name
     ),
     here AS (
         SELECT r.current_step AS step_name,

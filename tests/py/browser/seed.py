@@ -154,7 +154,7 @@ def seed_workflows(conn: psycopg.Connection) -> None:
         )
         INSERT INTO pgbus.workflow_steps (workflow_id, step_name, status, outcome, queue,
                                           scheduled_at, started_at, ended_at, error, error_class,
-                                          app_revision, created_at)
+                                          app_revision, created_at, run_class)
         SELECT r.workflow_id, s.name,
                CASE WHEN (n + s.i) % 9 = 0 THEN 'failed' ELSE 'completed' END,
                CASE WHEN (n + s.i) % 9 = 0 THEN 'reattempt' ELSE 'complete' END, 'default',
@@ -165,7 +165,7 @@ def seed_workflows(conn: psycopg.Connection) -> None:
                     THEN '{"class": "TimeoutError", "message": "carrier timed out"}'::jsonb END,
                CASE WHEN (n + s.i) % 9 = 0 THEN 'TimeoutError' END,
                CASE WHEN r.created_at > now() - interval '6 hours' THEN 'b7e1' ELSE 'a3f9' END,
-               r.created_at
+               r.created_at, 'app.workflows.OrderFlow'
         FROM (SELECT *, row_number() OVER () AS n FROM runs) r
         CROSS JOIN (VALUES (1, 'charge'), (2, 'ship'), (3, 'notify')) AS s(i, name)
         """

@@ -3,7 +3,7 @@
 -- pgbus.workflow_class_exists.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(21);
+SELECT plan(23);
 \ir ../include/insights_setup.psql
 
 CREATE TEMP TABLE p AS SELECT pgbus.workflow_class_steps('ins.Shop', '24h', NULL, pg_temp.t()) AS j;
@@ -19,6 +19,12 @@ SELECT is((SELECT array_agg(s ->> 'step_name' ORDER BY (s ->> 'position')::int) 
 SELECT is((SELECT array_agg((s ->> 'removed') || '/' || (s ->> 'in_definition') ORDER BY (s ->> 'position')::int) FROM p, jsonb_array_elements(p.j -> 'steps') s),
           ARRAY['false/true', 'false/true', 'false/true', 'true/true', 'true/false'], 'the gravestone and the unknown step are removed');
 SELECT is((SELECT p.j ->> 'registered' FROM p), 'true', 'registered');
+SELECT is((SELECT p.j ->> 'attention' FROM p), '1', 'attention: the class''s stuck runs now (the paused one)');
+-- An attempt written by pgbus.workflow_schedule_step carries its run's class.
+SELECT pgbus.workflow_register('ins.Real', '[{"name": "one"}]', 'd1', 'ins_real');
+CREATE TEMP TABLE real_run AS SELECT workflow_id FROM pgbus.workflow_start('ins.Real', NULL, NULL, actor => 't');
+SELECT is((SELECT s.run_class FROM pgbus.workflow_steps s WHERE s.workflow_id = (SELECT workflow_id FROM real_run)),
+          'ins.Real', 'a scheduled attempt carries its run''s class (run_class)');
 -- Runs at each step now (created before until).
 SELECT is((pg_temp.step('ship') ->> 'ready')::int, 2, 'ship: 2 ready now (the run created after as_of is not counted)');
 SELECT is((pg_temp.step('ship') ->> 'running')::int, 1, 'ship: 1 running');
