@@ -35,9 +35,11 @@ WINDOWS = ("1h", "24h", "7d", "30d")
 
 # Run n (1 = oldest): class n % 20 with 3 + (class % 6) steps, created evenly over the last 30
 # days; revision rev-<k> by age (six, a new one every 5 days). Outcome by n % 200: 0-3 cancelled
-# (at step 1 + n % steps), 4-5 paused on an error, 6-7 ready, 8 running, 9 waiting; the rest
-# finished. An attempt fails (an error recorded) when (n * 7 + step) % 31 = 0 (then reattempted:
-# a second attempt that completes), is skipped when (n + step) % 47 = 0. Pickup 0.1-5 s, run
+# (at step 1 + n % steps), 4 paused on an error (stuck), 5 ready with its step due in an hour
+# (a wait), 6 waiting at a gate, by (n / 20) % 200 so that every class has each; the rest
+# finished, 40 s a step plus up to 10 min more. An attempt fails (an error recorded) when
+# (n * 7 + step) % 31 = 0 (then reattempted: a second attempt that completes), is skipped when
+# (n + step) % 47 = 0. Pickup 0.1-5 s, run
 # time 0.05-30 s, both spread by n and the step.
 LOAD = """
 SET synchronous_commit = off;
@@ -50,9 +52,9 @@ ON CONFLICT (workflow_class) DO NOTHING;
 CREATE UNLOGGED TABLE bench_runs AS
 SELECT n, md5('insights' || n)::uuid AS id, 'Bench' || (n % 20) AS cls, 3 + (n % 20) % 6 AS steps,
        now() - interval '720 hours' + (n * (interval '720 hours' / %(runs)s)) AS created,
-       CASE WHEN n %% 200 < 4 THEN 'cancelled' WHEN n %% 200 < 6 THEN 'paused'
-            WHEN n %% 200 < 8 THEN 'ready' WHEN n %% 200 = 8 THEN 'running'
-            WHEN n %% 200 = 9 THEN 'waiting' ELSE 'finished' END AS status
+       CASE WHEN (n / 20) %% 200 < 4 THEN 'cancelled' WHEN (n / 20) %% 200 = 4 THEN 'paused'
+            WHEN (n / 20) %% 200 = 5 THEN 'ready' WHEN (n / 20) %% 200 = 6 THEN 'waiting'
+            ELSE 'finished' END AS status
 FROM generate_series(1, %(runs)s) n;
 -- The step a run stopped at (all of them for a finished run).
 ALTER TABLE bench_runs ADD COLUMN last_step integer;
@@ -61,7 +63,8 @@ INSERT INTO pgbus.workflows (workflow_id, workflow_class, status, pause_cause, c
                              definition_digest, created_at, updated_at, ended_at)
 SELECT id, cls, status, CASE WHEN status = 'paused' THEN 'error' END, 'step' || last_step, 'd1',
        created, created + last_step * interval '40 seconds',
-       CASE WHEN status IN ('finished', 'cancelled') THEN created + last_step * interval '40 seconds' END
+       CASE WHEN status IN ('finished', 'cancelled')
+            THEN created + last_step * interval '40 seconds' + ((n * 7) %% 600) * interval '1 second' END
 FROM bench_runs;
 INSERT INTO pgbus.workflow_steps (workflow_id, step_name, attempt, status, outcome, queue, scheduled_at,
                                   started_at, ended_at, error, error_class, app_revision, created_at,
@@ -84,9 +87,11 @@ FROM bench_runs r
 CROSS JOIN LATERAL generate_series(1, r.last_step) s(i)
 CROSS JOIN LATERAL (SELECT ((r.n * 7 + s.i) %% 31 = 0 OR (r.status = 'paused' AND s.i = r.last_step)) AS fails) f
 CROSS JOIN LATERAL generate_series(1, CASE WHEN f.fails AND NOT (r.status = 'paused' AND s.i = r.last_step) THEN 2 ELSE 1 END) a(attempt)
+CROSS JOIN LATERAL (SELECT r.status IN ('ready', 'running', 'waiting') AND s.i = r.last_step AS open_) o
 CROSS JOIN LATERAL (SELECT f.fails AND a.attempt = 1 AS failed,
-                           r.status IN ('ready', 'running', 'waiting') AND s.i = r.last_step AS open_,
-                           r.created + (s.i - 1) * interval '40 seconds' + (a.attempt - 1) * interval '15 seconds' AS due,
+                           CASE WHEN o.open_ AND r.status = 'ready' THEN now() + interval '1 hour'
+                                ELSE r.created + (s.i - 1) * interval '40 seconds' + (a.attempt - 1) * interval '15 seconds'
+                           END AS due,
                            make_interval(secs => 0.1 + ((r.n * 13 + s.i * 7) %% 50) / 10.0) AS pickup,
                            make_interval(secs => 0.05 + ((r.n * 17 + s.i * 3) %% 600) / 20.0) AS runtime) x;
 UPDATE pgbus.workflows w SET current_step_id = m.step_id

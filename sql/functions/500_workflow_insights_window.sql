@@ -60,6 +60,26 @@ LANGUAGE sql STABLE AS $$
       AND s.status <> 'superseded'
 $$;
 
+-- The same attempts, narrowed to what the figures need (so sorts carry few bytes): whether an
+-- error was recorded, it ended with reattempt, it was skipped; run time (started -> ended) and
+-- pickup (scheduled -> started) in seconds, NULL when it never started; when it was first seen
+-- (started, else ended) and its revision.
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_window_figures(
+    workflow_class text, since timestamptz, until timestamptz
+) RETURNS TABLE (step_name text, step_id bigint, failed boolean, reattempted boolean,
+                 skipped boolean, run_time double precision, pickup double precision,
+                 seen timestamptz, ended_at timestamptz, app_revision text)
+LANGUAGE sql STABLE AS $$
+    SELECT s.step_name, s.step_id, s.error IS NOT NULL, s.outcome = 'reattempt', s.status = 'skipped',
+           extract(epoch FROM s.ended_at - s.started_at)::double precision,
+           extract(epoch FROM greatest(s.started_at - s.scheduled_at, interval '0'))::double precision,
+           coalesce(s.started_at, s.ended_at), s.ended_at, s.app_revision
+    FROM pgbus.workflow_steps s
+    WHERE s.run_class = $1
+      AND s.ended_at >= $2 AND s.ended_at < $3
+      AND s.status <> 'superseded'
+$$;
+
 -- The bucket a time falls in: 'day' and 'hour' follow the wall clock of `time_zone` (a day
 -- bucket starts at local midnight on both sides of a DST change, and at its first hour on a
 -- day whose midnight a DST change skips); '5 minutes' buckets are 5-minute marks.

@@ -60,7 +60,9 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_steps(
     overdue_after interval DEFAULT interval '5 minutes',
     waiting_threshold interval DEFAULT interval '7 days'
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+-- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
+SET work_mem = '64MB' AS $$
 DECLARE
     win record;
     registered boolean;
@@ -71,15 +73,14 @@ BEGIN
                           WHERE d.workflow_class = workflow_class_steps.workflow_class);
     WITH att AS (
         SELECT a.step_name, min(a.step_id) AS first_id, count(*) AS n,
-               count(*) FILTER (WHERE a.error IS NOT NULL) AS failed,
-               count(*) FILTER (WHERE a.outcome = 'reattempt') AS reattempted,
-               count(*) FILTER (WHERE a.status = 'skipped') AS skipped,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM a.ended_at - a.started_at))
-                   FILTER (WHERE a.started_at IS NOT NULL) AS run_time,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-                   ORDER BY extract(epoch FROM greatest(a.started_at - a.scheduled_at, interval '0')))
-                   FILTER (WHERE a.started_at IS NOT NULL) AS pickup
-        FROM pgbus.workflow_class_window_attempts(workflow_class_steps.workflow_class, win.since, win.until) a
+               count(*) FILTER (WHERE a.failed) AS failed,
+               count(*) FILTER (WHERE a.reattempted) AS reattempted,
+               count(*) FILTER (WHERE a.skipped) AS skipped,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.run_time)
+                   FILTER (WHERE a.run_time IS NOT NULL) AS run_time,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.pickup)
+                   FILTER (WHERE a.pickup IS NOT NULL) AS pickup
+        FROM pgbus.workflow_class_window_figures(workflow_class_steps.workflow_class, win.since, win.until) a
         GROUP BY a.step_name
     ),
     now_ AS (
@@ -190,7 +191,9 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_durations(
     retention interval DEFAULT interval '30 days',
     as_of timestamptz DEFAULT now()
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+-- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
+SET work_mem = '64MB' AS $$
 DECLARE
     win record;
     answer jsonb;
@@ -252,22 +255,24 @@ BEGIN
         WHERE w.workflow_class = workflow_class_funnel.workflow_class
           AND w.created_at >= win.since AND w.created_at < win.until
     ),
-    -- Every attempt of those runs: ended ones end after their run was created, so they lie in
-    -- the class's range of workflow_steps_class_ended_idx from `since` on; an open one is its
-    -- run's current attempt.
-    attempts AS (
+    -- A run reached a step when it has a first attempt of it (attempt 1; later ones are
+    -- reattempts or resumes). Ended attempts end after their run was created, so those of the
+    -- window's runs lie in the class's range of workflow_steps_class_ended_idx from `since` on;
+    -- an open one is its run's current attempt.
+    firsts AS (
         SELECT s.workflow_id, s.step_name, s.step_id
         FROM pgbus.workflow_steps s
         WHERE s.run_class = workflow_class_funnel.workflow_class AND s.ended_at >= win.since
-          AND s.created_at < win.until
+          AND s.attempt = 1 AND s.created_at < win.until
         UNION ALL
         SELECT s.workflow_id, s.step_name, s.step_id
         FROM runs r JOIN pgbus.workflow_steps s ON s.step_id = r.current_step_id
-        WHERE s.ended_at IS NULL AND s.created_at < win.until
+        WHERE s.ended_at IS NULL AND s.attempt = 1 AND s.created_at < win.until
     ),
     reached AS (
-        SELECT a.step_name, count(DISTINCT a.workflow_id) AS n, min(a.step_id) AS first_id
-        FROM attempts a JOIN runs r ON r.workflow_id = a.workflow_id
+        SELECT a.step_name, count(*) AS n, min(a.step_id) AS first_id
+        FROM firsts a
+        WHERE a.workflow_id IN (SELECT r.workflow_id FROM runs r)
         GROUP BY a.step_name
     ),
     here AS (
@@ -329,20 +334,21 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_revisions(
     as_of timestamptz DEFAULT now(),
     max_revisions integer DEFAULT 5
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+-- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
+SET work_mem = '64MB' AS $$
 DECLARE
     win record;
     revisions jsonb;
     lim integer := greatest(1, least(coalesce(max_revisions, 5), 50));
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
-    WITH att AS (
-        SELECT a.* FROM pgbus.workflow_class_window_attempts(workflow_class_revisions.workflow_class, win.since, win.until) a
+    WITH att AS MATERIALIZED (
+        SELECT a.* FROM pgbus.workflow_class_window_figures(workflow_class_revisions.workflow_class, win.since, win.until) a
         WHERE a.app_revision IS NOT NULL
     ),
     revs AS (
-        SELECT a.app_revision, min(coalesce(a.started_at, a.ended_at)) AS first_seen,
-               max(a.ended_at) AS last_seen, count(*) AS n
+        SELECT a.app_revision, min(a.seen) AS first_seen, max(a.ended_at) AS last_seen, count(*) AS n
         FROM att a GROUP BY a.app_revision
     ),
     ranked AS (
@@ -350,14 +356,13 @@ BEGIN
     ),
     per_step AS (
         SELECT a.app_revision, a.step_name, min(a.step_id) AS first_id, count(*) AS n,
-               count(*) FILTER (WHERE a.error IS NOT NULL) AS failed,
-               count(*) FILTER (WHERE a.outcome = 'reattempt') AS reattempted,
-               count(*) FILTER (WHERE a.status = 'skipped') AS skipped,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM a.ended_at - a.started_at))
-                   FILTER (WHERE a.started_at IS NOT NULL) AS run_time,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-                   ORDER BY extract(epoch FROM greatest(a.started_at - a.scheduled_at, interval '0')))
-                   FILTER (WHERE a.started_at IS NOT NULL) AS pickup
+               count(*) FILTER (WHERE a.failed) AS failed,
+               count(*) FILTER (WHERE a.reattempted) AS reattempted,
+               count(*) FILTER (WHERE a.skipped) AS skipped,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.run_time)
+                   FILTER (WHERE a.run_time IS NOT NULL) AS run_time,
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.pickup)
+                   FILTER (WHERE a.pickup IS NOT NULL) AS pickup
         FROM att a
         WHERE a.app_revision IN (SELECT r.app_revision FROM ranked r WHERE r.rank <= lim + 1)
         GROUP BY a.app_revision, a.step_name
