@@ -396,18 +396,26 @@ class DataSource:
     def workflow_class_block(
         self, block: str, workflow_class: str, window: str = "24h"
     ) -> dict[str, Any]:
-        """One block of a class's insights page: "steps", "throughput" (in the web_time_zone
-        setting's wall clock, else the server's), "durations", "funnel" or "revisions"."""
+        """One block of a class's insights page: "steps" (or "steps+revisions", both from one
+        read), "throughput" (in the web_time_zone setting's wall clock, else the server's),
+        "durations", "funnel" or "revisions"."""
         retention = settings().workflow_retention
         if block == "throughput":
             return self._value(
                 "SELECT pgbus.workflow_class_throughput(%s, %s, %s, %s)",
                 (workflow_class, window, settings().web_time_zone, retention),
             )
-        if block == "steps":
+        if block in ("steps", "steps+revisions"):
+            # "steps+revisions": the pipeline with the last five revisions, one read.
             return self._value(
-                "SELECT pgbus.workflow_class_steps(%s, %s, %s, now(), %s, %s, %s)",
-                (workflow_class, window, retention, *self._workflow_thresholds()),
+                "SELECT pgbus.workflow_class_steps(%s, %s, %s, now(), %s, %s, %s, %s)",
+                (
+                    workflow_class,
+                    window,
+                    retention,
+                    *self._workflow_thresholds(),
+                    5 if block == "steps+revisions" else None,
+                ),
             )
         if block not in ("durations", "funnel", "revisions"):
             raise ValueError(f"no such insights block: {block!r}")

@@ -242,7 +242,11 @@ def routes(d: Dashboard) -> list[Route]:
         def block(name: str):
             return Lazy(lambda: d.data.workflow_class_block(name, cls, window))
 
-        steps, throughput, durations = block("steps"), block("throughput"), block("durations")
+        steps, throughput, durations = (
+            block("steps+revisions"),
+            block("throughput"),
+            block("durations"),
+        )
         return page(
             request,
             "workflow_definition.html",
@@ -257,7 +261,7 @@ def routes(d: Dashboard) -> list[Route]:
             window=window,
             steps=steps,
             funnel=block("funnel"),
-            revisions=block("revisions"),
+            revisions=steps,
             attention_url=request.url_for("workflows_attention").path
             + "?"
             + _encode({"workflow_class": cls}),

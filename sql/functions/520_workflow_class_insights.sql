@@ -3,6 +3,9 @@
 -- 500_workflow_insights_window.sql. Each block answers a jsonb object that repeats the window
 -- ("window", "since", "until", "capped").
 
+-- (Its earlier signature, without max_revisions.)
+DROP FUNCTION IF EXISTS pgbus.workflow_class_steps(text, text, interval, timestamptz, interval, interval, interval);
+
 -- Whether any definition or run has this class name (the page answers 404 otherwise).
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_exists(workflow_class text) RETURNS boolean
 LANGUAGE sql STABLE AS $$
@@ -42,6 +45,74 @@ LANGUAGE sql STABLE AS $$
     FROM pgbus.workflow_insights_window($1, $2, $3) w
 $$;
 
+-- The figures (pgbus.workflow_step_figures' inputs) of a class's attempts that ended in
+-- [since, until), per step (per_revision false) and per app revision and step (per_revision
+-- true; attempts without a revision are in the per-step rows only), in one read of the attempts.
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_figures(workflow_class text, since timestamptz, until timestamptz)
+RETURNS TABLE (app_revision text, step_name text, per_revision boolean, first_id bigint,
+               first_seen timestamptz, last_seen timestamptz, n bigint, failed bigint,
+               reattempted bigint, skipped bigint, run_time double precision[],
+               pickup double precision[])
+LANGUAGE sql STABLE AS $$
+    SELECT a.app_revision, a.step_name, GROUPING(a.app_revision) = 0, min(a.step_id),
+           min(a.seen), max(a.ended_at), count(*),
+           count(*) FILTER (WHERE a.failed), count(*) FILTER (WHERE a.reattempted),
+           count(*) FILTER (WHERE a.skipped),
+           percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.run_time)
+               FILTER (WHERE a.run_time IS NOT NULL),
+           percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.pickup)
+               FILTER (WHERE a.pickup IS NOT NULL)
+    FROM pgbus.workflow_class_window_figures($1, $2, $3) a
+    GROUP BY GROUPING SETS ((a.step_name), (a.app_revision, a.step_name))
+    HAVING GROUPING(a.app_revision) = 1 OR a.app_revision IS NOT NULL
+$$;
+
+-- The "revisions" list of pgbus.workflow_class_revisions from the per-revision rows of
+-- pgbus.workflow_class_figures (as a jsonb array of those rows): the last `max_revisions`
+-- revisions, newest (first seen) first, each step with its figures, "failure_rate_before" (its
+-- rate in the next older revision that ran it, the one after the last listed included) and
+-- "rose" (more than five points above it, compared unrounded).
+CREATE OR REPLACE FUNCTION pgbus.workflow_revisions_json(workflow_class text, figures jsonb, max_revisions integer)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    WITH f AS (
+        SELECT * FROM jsonb_to_recordset($2) AS x(app_revision text, step_name text, first_id bigint,
+                                                  first_seen timestamptz, last_seen timestamptz, n bigint,
+                                                  failed bigint, reattempted bigint, skipped bigint,
+                                                  run_time double precision[], pickup double precision[])
+    ),
+    ranked AS (
+        SELECT f.app_revision, min(f.first_seen) AS first_seen, max(f.last_seen) AS last_seen, sum(f.n) AS n,
+               row_number() OVER (ORDER BY min(f.first_seen) DESC, f.app_revision DESC) AS rank
+        FROM f GROUP BY f.app_revision
+    ),
+    compared AS (
+        SELECT f.*, r.rank,
+               lead(f.failed::numeric / f.n) OVER (PARTITION BY f.step_name ORDER BY r.rank) AS before
+        FROM f JOIN ranked r USING (app_revision)
+        WHERE r.rank <= greatest(1, least(coalesce($3, 5), 50)) + 1
+    ),
+    def AS (
+        SELECT x ->> 'name' AS step_name, o AS pos
+        FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) WITH ORDINALITY AS t(x, o)
+        WHERE d.workflow_class = $1
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'app_revision', r.app_revision, 'first_seen', r.first_seen, 'last_seen', r.last_seen,
+               'attempts', r.n,
+               'steps', (SELECT jsonb_agg(jsonb_build_object('step_name', c.step_name)
+                                          || pgbus.workflow_step_figures(c.n, c.failed, c.reattempted, c.skipped,
+                                                                         c.run_time, c.pickup)
+                                          || jsonb_build_object(
+                                                 'failure_rate_before', round(100 * c.before, 1),
+                                                 'rose', coalesce(100 * (c.failed::numeric / c.n - c.before) > 5, false))
+                                          ORDER BY coalesce(d.pos, 1000000000), c.first_id)
+                         FROM compared c LEFT JOIN def d ON d.step_name = c.step_name
+                         WHERE c.app_revision = r.app_revision))
+               ORDER BY r.rank), '[]')
+    FROM ranked r WHERE r.rank <= greatest(1, least(coalesce($3, 5), 50))
+$$;
+
 -- The pipeline: the class's steps in order, each with the runs at it now and the figures of
 -- its attempts that ended in the window. {"workflow_class", "registered", "attention" (its
 -- runs pgbus.workflow_stuck names now, with the thresholds given), window...,
@@ -51,6 +122,8 @@ $$;
 -- Steps: the definition's in order (a gravestone is "removed"), then any other step a run sits
 -- on or an attempt in the window ran ("removed", not "in_definition"), first seen first. For a
 -- class without a definition every step comes from the data and none is "removed".
+-- With `max_revisions`, the answer also holds "revisions", as pgbus.workflow_class_revisions
+-- gives them, from the same read of the attempts (the class page asks for both at once).
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_steps(
     workflow_class text,
     window_name text DEFAULT '24h',
@@ -58,7 +131,8 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_steps(
     as_of timestamptz DEFAULT now(),
     stall_threshold interval DEFAULT interval '15 minutes',
     overdue_after interval DEFAULT interval '5 minutes',
-    waiting_threshold interval DEFAULT interval '7 days'
+    waiting_threshold interval DEFAULT interval '7 days',
+    max_revisions integer DEFAULT NULL
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 -- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
@@ -67,21 +141,18 @@ DECLARE
     win record;
     registered boolean;
     steps jsonb;
+    figures jsonb;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
     registered := EXISTS (SELECT 1 FROM pgbus.workflow_definitions d
                           WHERE d.workflow_class = workflow_class_steps.workflow_class);
+    figures := coalesce((SELECT jsonb_agg(to_jsonb(f))
+                         FROM pgbus.workflow_class_figures(workflow_class_steps.workflow_class, win.since, win.until) f), '[]');
     WITH att AS (
-        SELECT a.step_name, min(a.step_id) AS first_id, count(*) AS n,
-               count(*) FILTER (WHERE a.failed) AS failed,
-               count(*) FILTER (WHERE a.reattempted) AS reattempted,
-               count(*) FILTER (WHERE a.skipped) AS skipped,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.run_time)
-                   FILTER (WHERE a.run_time IS NOT NULL) AS run_time,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.pickup)
-                   FILTER (WHERE a.pickup IS NOT NULL) AS pickup
-        FROM pgbus.workflow_class_window_figures(workflow_class_steps.workflow_class, win.since, win.until) a
-        GROUP BY a.step_name
+        SELECT f.* FROM jsonb_to_recordset(figures) AS f(step_name text, per_revision boolean, first_id bigint, n bigint,
+                                                        failed bigint, reattempted bigint, skipped bigint,
+                                                        run_time double precision[], pickup double precision[])
+        WHERE NOT f.per_revision
     ),
     now_ AS (
         SELECT w.current_step AS step_name, min(w.current_step_id) AS first_id,
@@ -127,7 +198,13 @@ BEGIN
                'attention', (SELECT count(*) FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
                              WHERE k.workflow_class = workflow_class_steps.workflow_class))
            || pgbus.workflow_insights_window_json(window_name, retention, as_of)
-           || jsonb_build_object('steps', steps);
+           || jsonb_build_object('steps', steps)
+           || CASE WHEN max_revisions IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('revisions', pgbus.workflow_revisions_json(
+                            workflow_class,
+                            (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(figures) x
+                             WHERE (x ->> 'per_revision')::boolean),
+                            max_revisions)) END;
 END;
 $$;
 
@@ -339,60 +416,16 @@ LANGUAGE plpgsql STABLE
 SET work_mem = '64MB' AS $$
 DECLARE
     win record;
-    revisions jsonb;
-    lim integer := greatest(1, least(coalesce(max_revisions, 5), 50));
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
-    WITH att AS MATERIALIZED (
-        SELECT a.* FROM pgbus.workflow_class_window_figures(workflow_class_revisions.workflow_class, win.since, win.until) a
-        WHERE a.app_revision IS NOT NULL
-    ),
-    revs AS (
-        SELECT a.app_revision, min(a.seen) AS first_seen, max(a.ended_at) AS last_seen, count(*) AS n
-        FROM att a GROUP BY a.app_revision
-    ),
-    ranked AS (
-        SELECT revs.*, row_number() OVER (ORDER BY first_seen DESC, app_revision DESC) AS rank FROM revs
-    ),
-    per_step AS (
-        SELECT a.app_revision, a.step_name, min(a.step_id) AS first_id, count(*) AS n,
-               count(*) FILTER (WHERE a.failed) AS failed,
-               count(*) FILTER (WHERE a.reattempted) AS reattempted,
-               count(*) FILTER (WHERE a.skipped) AS skipped,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.run_time)
-                   FILTER (WHERE a.run_time IS NOT NULL) AS run_time,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.pickup)
-                   FILTER (WHERE a.pickup IS NOT NULL) AS pickup
-        FROM att a
-        WHERE a.app_revision IN (SELECT r.app_revision FROM ranked r WHERE r.rank <= lim + 1)
-        GROUP BY a.app_revision, a.step_name
-    ),
-    compared AS (
-        SELECT p.*, r.rank,
-               lead(p.failed::numeric / p.n) OVER (PARTITION BY p.step_name ORDER BY r.rank) AS before
-        FROM per_step p JOIN ranked r USING (app_revision)
-    ),
-    def AS (
-        SELECT x ->> 'name' AS step_name, o AS pos
-        FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) WITH ORDINALITY AS t(x, o)
-        WHERE d.workflow_class = workflow_class_revisions.workflow_class
-    )
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'app_revision', r.app_revision, 'first_seen', r.first_seen, 'last_seen', r.last_seen,
-               'attempts', r.n,
-               'steps', (SELECT jsonb_agg(jsonb_build_object('step_name', c.step_name)
-                                          || pgbus.workflow_step_figures(c.n, c.failed, c.reattempted, c.skipped,
-                                                                         c.run_time, c.pickup)
-                                          || jsonb_build_object(
-                                                 'failure_rate_before', round(100 * c.before, 1),
-                                                 'rose', coalesce(100 * (c.failed::numeric / c.n - c.before) > 5, false))
-                                          ORDER BY coalesce(d.pos, 1000000000), c.first_id)
-                         FROM compared c LEFT JOIN def d ON d.step_name = c.step_name
-                         WHERE c.app_revision = r.app_revision))
-               ORDER BY r.rank), '[]')
-    INTO revisions
-    FROM ranked r WHERE r.rank <= lim;
     RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
-           || jsonb_build_object('workflow_class', workflow_class, 'revisions', revisions);
+           || jsonb_build_object(
+                  'workflow_class', workflow_class,
+                  'revisions', pgbus.workflow_revisions_json(
+                      workflow_class,
+                      (SELECT coalesce(jsonb_agg(to_jsonb(f)), '[]')
+                       FROM pgbus.workflow_class_figures(workflow_class_revisions.workflow_class, win.since, win.until) f
+                       WHERE f.per_revision),
+                      max_revisions));
 END;
 $$;

@@ -2,7 +2,7 @@
 -- the last five app revisions newest first, and the five-point rule.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(8);
+SELECT plan(9);
 \ir ../include/insights_setup.psql
 
 -- ins.Rev pay failures: r1 0/10, r2 1/10 (10 %), r3 3/20 (15 %), r4 4/19 (21.05 %), r5 0/10,
@@ -29,6 +29,9 @@ SELECT is((SELECT jsonb_build_object('a', s -> 'attempts', 'few', s -> 'few_samp
           '{"a": 20, "few": false, "p50": 10.5}'::jsonb, 'r3: the pipeline''s figures (run time i s for i = 1..20: p50 10.5)');
 SELECT is((SELECT jsonb_array_length(pgbus.workflow_class_revisions('ins.Rev', '24h', NULL, pg_temp.t(), 2) -> 'revisions')), 2,
           'max_revisions limits the list');
+
+SELECT is(pgbus.workflow_class_steps('ins.Rev', '24h', NULL, pg_temp.t(), max_revisions => 5) -> 'revisions', (SELECT r.j -> 'revisions' FROM r),
+          'workflow_class_steps with max_revisions answers the same revisions from the same read');
 
 SELECT * FROM finish();
 ROLLBACK;
