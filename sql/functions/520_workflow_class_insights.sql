@@ -3,9 +3,6 @@
 -- 500_workflow_insights_window.sql. Each block answers a jsonb object that repeats the window
 -- ("window", "since", "until", "capped").
 
--- (Its earlier signature, without max_revisions.)
-DROP FUNCTION IF EXISTS pgbus.workflow_class_steps(text, text, interval, timestamptz, interval, interval, interval);
-
 -- Whether any definition or run has this class name (the page answers 404 otherwise).
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_exists(workflow_class text) RETURNS boolean
 LANGUAGE sql STABLE AS $$
