@@ -161,3 +161,39 @@ def test_a_registered_python_class_has_no_badge(db_url, conn):
     r = client(db_url).get("/workflows/definitions")
     row = re.search(r'<tr data-class="tests.InsightsProbe">(.*?)</tr>', r.text, re.S).group(1)
     assert "definition not loaded" not in row
+
+
+def test_random_class_names_windows_and_fragments_never_fail(db_url, shop):
+    from urllib.parse import quote
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    c = client(db_url)
+
+    @settings(
+        max_examples=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(
+        name=st.one_of(st.sampled_from(["ShopFlow", "GoneFlow", "Nope"]), st.text(max_size=40)),
+        query=st.lists(
+            st.tuples(
+                st.sampled_from(["window", "fragment", "workflow_class"]),
+                st.one_of(
+                    st.sampled_from(["1h", "24h", "7d", "30d", "pipeline", "charts", "funnel"]),
+                    st.text(max_size=20),
+                ),
+            ),
+            max_size=3,
+        ),
+    )
+    def go(name, query):
+        for path in (f"/workflows/definitions/{quote(name, safe='')}", "/workflows/definitions"):
+            r = c.get(path, params=query)
+            assert r.status_code < 500, (path, query, r.status_code, r.text[:300])
+            if r.status_code >= 400:
+                assert "Traceback" not in r.text
+
+    go()
