@@ -165,8 +165,12 @@ def routes(d: Dashboard) -> list[Route]:
         )
 
     def list_url(request: Request, **filters: Any) -> str:
+        # (The list's path once per request: url_for walks every route, and a page has ~100 links.)
+        base = getattr(request.state, "workflows_path", None)
+        if base is None:
+            base = request.state.workflows_path = request.url_for("workflows").path
         q = {k: iso(v) for k, v in filters.items() if v is not None}
-        return request.url_for("workflows").path + "?" + _encode(q)
+        return base + "?" + _encode(q)
 
     def definitions(request: Request) -> Response:
         window = window_param(request)
