@@ -14,13 +14,8 @@ LANGUAGE sql STABLE AS $$
     SELECT cls FROM c WHERE cls IS NOT NULL
 $$;
 
--- A registered class's live steps in order (its gravestones, marked "removed", left out).
-CREATE OR REPLACE FUNCTION pgbus.workflow_live_steps(workflow_class text) RETURNS text[]
-LANGUAGE sql STABLE AS $$
-    SELECT array_agg(x ->> 'name' ORDER BY o)
-    FROM pgbus.workflow_definitions d, jsonb_array_elements(d.steps) WITH ORDINALITY AS t(x, o)
-    WHERE d.workflow_class = $1 AND NOT coalesce((x ->> 'removed')::boolean, false)
-$$;
+-- (An unused helper of the first release of this file.)
+DROP FUNCTION IF EXISTS pgbus.workflow_live_steps(text);
 
 -- One row per workflow class: every registered class (pgbus.workflow_definitions) and every
 -- class name still in pgbus.workflows, by name. Per class:
