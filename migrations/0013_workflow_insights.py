@@ -3,4 +3,4 @@
 from pgbus.migrate import schema_step
 
 steps = [schema_step("0013_workflow_insights.sql")]
-__depends__ = {"0011_workflow_pages"}
+__depends__ = {"0014_events"}
