@@ -262,7 +262,14 @@ async def test_over_http_the_official_client_gets_unauthorized(http_server):
 async def test_over_http_write_tools_are_off_unless_switched_on(db_url, conn):
     run = paused_run(conn)
     before = events(conn, run)
-    with serving(db_url, [*PGBUS, "mcp", "--http"], PGBUS_MCP_TOKEN="s3cret") as (url, log):
+    args = [*PGBUS, "mcp", "--http", "--allow-host", "pgbus.internal:*"]
+    with serving(db_url, args, PGBUS_MCP_TOKEN="s3cret") as (url, log):
+        # DNS-rebinding protection: localhost and the allowed host answer, any other Host 421.
+        bearer = {**MCP_HEADERS, "authorization": "Bearer s3cret"}
+        port = url.rsplit(":", 1)[1].strip("/")
+        for host, code in (("pgbus.internal:" + port, 200), ("evil.example", 421)):
+            r = httpx.post(url, json=RPC_LIST, headers={**bearer, "host": host}, timeout=10)
+            assert r.status_code == code, (host, r.status_code)
         async with http_client(url, Authorization="Bearer s3cret") as c:
             listed = {t.name for t in (await c.list_tools()).tools}
             r = await c.call_tool("pgbus_workflow_cancel", {"workflow_id": str(run), "reason": "x"})
@@ -277,6 +284,7 @@ async def test_over_http_write_tools_are_off_unless_switched_on(db_url, conn):
             on = {t.name for t in (await c.list_tools()).tools}
         said = log.read_text()
     assert on - listed == WRITE_TOOLS and listed <= on
+    assert "no token or auth" in said
     assert "write tools are ON" in said
     assert "anyone who reaches it" in said and "change workflow runs" in said
 
