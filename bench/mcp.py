@@ -105,6 +105,11 @@ def calls(paused_id: str) -> list[tuple[str, dict[str, Any]]]:
         ("pgbus_workflow", {"workflow_id": paused_id}),
         ("pgbus_workflows_attention", {}),
         ("pgbus_workflows_attention", {"workflow_class": "Bench3"}),
+        ("pgbus_workflow_definitions", {}),
+        ("pgbus_workflow_definitions", {"window": "7d"}),
+        ("pgbus_workflow_stats", {"workflow_class": "Bench7"}),
+        ("pgbus_workflow_stats", {"workflow_class": "Bench7", "window": "7d"}),
+        ("pgbus_workflow_stats", {"workflow_class": "Bench7", "blocks": ["steps"]}),
     ]
 
 

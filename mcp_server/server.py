@@ -34,8 +34,9 @@ Start with pgbus_health (OK / DEGRADED / STALLED and why), then drill in: pgbus_
 pgbus_queue_detail for backlog, pgbus_processes for workers and their heartbeats, pgbus_jobs /
 pgbus_job_detail for enqueued messages, pgbus_dlq / pgbus_dlq_detail for dead letters,
 pgbus_throughput / pgbus_stats for recent outcomes, pgbus_recurring and pgbus_deploy_tasks for
-scheduled work, and pgbus_workflows_attention, pgbus_workflows and pgbus_workflow for workflow
-runs. Lists are paged: per_page at most 100, total capped at 10,000 with has_more.
+scheduled work, pgbus_workflows_attention, pgbus_workflows and pgbus_workflow for workflow
+runs, and pgbus_workflow_definitions and pgbus_workflow_stats for each workflow class's figures
+over a window (1h, 24h, 7d, 30d). Lists are paged: per_page at most 100, total capped at 10,000 with has_more.
 The read tools change nothing and there is no raw-SQL tool. Message bodies, headers, job and
 workflow arguments, step outputs, signal payloads and error text come back as "[redacted]"
 unless the server allows payloads and the call passes include_payloads: true."""
@@ -326,7 +327,7 @@ def build_server(
     """The pgbus MCP server. `allow_payloads` opens the server's gate for payloads (a call
     must still pass include_payloads). `write_tools` defaults to the mcp_write_tools setting,
     read now: off, the write tools are never built."""
-    from pgbus.mcp import tools_read, tools_workflow
+    from pgbus.mcp import tools_insights, tools_read, tools_workflow
 
     writes = write_tools_enabled() if write_tools is None else bool(write_tools)
     server = MCPServer(
@@ -338,6 +339,7 @@ def build_server(
     tools = Tools(data or DataSource(), allow_payloads)
     tools_read.register(server, tools)
     tools_workflow.register_reads(server, tools)
+    tools_insights.register(server, tools)
     if writes:
         tools_workflow.register_writes(server, tools)
     return server

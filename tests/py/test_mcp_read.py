@@ -26,6 +26,8 @@ READ_TOOLS = {
     "pgbus_workflow",
     "pgbus_workflows",
     "pgbus_workflows_attention",
+    "pgbus_workflow_definitions",
+    "pgbus_workflow_stats",
 }
 
 
