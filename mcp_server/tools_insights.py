@@ -5,6 +5,7 @@ pgbus.data), so a tool and its page always agree."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
@@ -107,18 +108,28 @@ def register(server: MCPServer, t: Tools) -> None:
         if not t.data.workflow_class_exists(workflow_class):
             raise ToolError(f"Workflow class not found: {workflow_class[:200]}")
         wanted = [b for b in BLOCKS if blocks is None or b in blocks]
-        got: dict[str, dict[str, Any]] = {}
-        if "steps" in wanted and "revisions" in wanted:
-            # Both from one read of the attempts, as the class's page asks for them.
-            both = t.data.workflow_class_block("steps+revisions", workflow_class, window)
-            got["steps"] = {k: v for k, v in both.items() if k != "revisions"}
-            got["revisions"] = {**got["steps"], "revisions": both.get("revisions")}
+        # Steps and revisions come from one read of the attempts, as the class's page asks.
+        both = "steps" in wanted and "revisions" in wanted
+        calls = ["steps+revisions" if b == "steps" and both else b for b in wanted]
+        calls = [c for c in calls if not (both and c == "revisions")]
+        # Each block is its own statement: they run side by side on the data source's pool.
+        with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+            answers = dict(
+                zip(
+                    calls,
+                    pool.map(
+                        lambda c: t.data.workflow_class_block(c, workflow_class, window), calls
+                    ),
+                    strict=True,
+                )
+            )
+        got: dict[str, dict[str, Any]] = {c: a for c, a in answers.items() if c in BLOCKS}
+        if both:
+            steps = answers["steps+revisions"]
+            got["steps"] = {k: v for k, v in steps.items() if k != "revisions"}
             got["revisions"] = {
-                k: v for k, v in got["revisions"].items() if k in (*WINDOW_KEYS, "revisions")
+                k: v for k, v in steps.items() if k in WINDOW_KEYS or k == "revisions"
             }
-        for b in wanted:
-            if b not in got:
-                got[b] = t.data.workflow_class_block(b, workflow_class, window)
         head = next(iter(got.values()), None) or t.data.workflow_class_block(
             "durations", workflow_class, window
         )

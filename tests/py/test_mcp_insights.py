@@ -111,6 +111,13 @@ async def test_stats_are_the_class_pages_blocks(db_url, shop):  # noqa: F811
     assert got["durations"]["finished"] == 2
     assert some["window"] == "7d" and some["funnel"]["started"] == 6
     assert some["steps"] is None and some["throughput"] is None and some["revisions"] is None
+    async with client(db_url) as c:
+        none = await call(c, "pgbus_workflow_stats", workflow_class="ShopFlow", blocks=[])
+        revs = await call(
+            c, "pgbus_workflow_stats", workflow_class="ShopFlow", blocks=["revisions"]
+        )
+    assert none["bucket"] == "hour" and all(none[b] is None for b in blocks)
+    assert revs["revisions"] == got["revisions"] and revs["steps"] is None
 
 
 async def test_stats_refusals(db_url, shop):  # noqa: F811
