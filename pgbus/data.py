@@ -393,6 +393,21 @@ class DataSource:
     def workflow_class_exists(self, workflow_class: str) -> bool:
         return bool(self._value("SELECT pgbus.workflow_class_exists(%s)", (workflow_class,)))
 
+    def workflow_class_page(self, workflow_class: str, window: str = "24h") -> dict | None:
+        """Every block of a class's page in one call (pgbus.workflow_class_page), or None when no
+        definition or run has the name."""
+        s = settings()
+        return self._value(
+            "SELECT pgbus.workflow_class_page(%s, %s, %s, %s, %s, %s, %s, 5)",
+            (
+                workflow_class,
+                window,
+                s.web_time_zone,
+                s.workflow_retention,
+                *self._workflow_thresholds(),
+            ),
+        )
+
     def workflow_class_block(
         self, block: str, workflow_class: str, window: str = "24h"
     ) -> dict[str, Any]:

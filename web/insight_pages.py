@@ -236,15 +236,29 @@ def routes(d: Dashboard) -> list[Route]:
             cls = text_param(request.path_params["workflow_class"], "workflow class")
         except BadInput:
             raise not_found("No such workflow class") from None
-        if cls is None or not d.data.workflow_class_exists(cls):
-            raise not_found("No such workflow class: no definition or run has this name")
         window = window_param(request)
+        region = request.query_params.get("fragment")
+        if cls is None:
+            raise not_found("No such workflow class")
+        if region is None:
+            # The whole page: every block in one call.
+            whole = d.data.workflow_class_page(cls, window)
+            if whole is None:
+                raise not_found("No such workflow class: no definition or run has this name")
+
+            def block(name: str):
+                key = "steps" if name == "steps+revisions" else name
+                return Lazy(lambda: whole[key])
+        else:
+            # One region refreshing: only its block.
+            if not d.data.workflow_class_exists(cls):
+                raise not_found("No such workflow class: no definition or run has this name")
+
+            def block(name: str):
+                return Lazy(lambda: d.data.workflow_class_block(name, cls, window))
 
         def link(**filters: Any) -> str:
             return list_url(request, workflow_class=cls, **filters)
-
-        def block(name: str):
-            return Lazy(lambda: d.data.workflow_class_block(name, cls, window))
 
         steps, throughput, durations = (
             block("steps+revisions"),

@@ -426,3 +426,30 @@ BEGIN
                       max_revisions));
 END;
 $$;
+
+-- A class's whole page in one call (one round trip): {"steps" (with "revisions"),
+-- "throughput", "durations", "funnel"}, each exactly what its own function answers; NULL when
+-- no definition or run has the class name (the page answers 404).
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_page(
+    workflow_class text,
+    window_name text DEFAULT '24h',
+    time_zone text DEFAULT NULL,
+    retention interval DEFAULT interval '30 days',
+    stall_threshold interval DEFAULT interval '15 minutes',
+    overdue_after interval DEFAULT interval '5 minutes',
+    waiting_threshold interval DEFAULT interval '7 days',
+    max_revisions integer DEFAULT 5
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT pgbus.workflow_class_exists(workflow_class) THEN
+        RETURN NULL;
+    END IF;
+    RETURN jsonb_build_object(
+        'steps', pgbus.workflow_class_steps(workflow_class, window_name, retention, now(), stall_threshold,
+                                            overdue_after, waiting_threshold, max_revisions),
+        'throughput', pgbus.workflow_class_throughput(workflow_class, window_name, time_zone, retention),
+        'durations', pgbus.workflow_class_durations(workflow_class, window_name, retention),
+        'funnel', pgbus.workflow_class_funnel(workflow_class, window_name, retention));
+END;
+$$;
