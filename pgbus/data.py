@@ -144,6 +144,12 @@ class DataSource:
         return settings().stale_process_threshold
 
     @staticmethod
+    def _reuse_within() -> timedelta:
+        """How long a big queue's capped figures are reused (pgbus.queue_stats' reuse_within):
+        twice the pages' refresh interval, so a page refreshing itself counts every other time."""
+        return settings().web_refresh_interval * 2
+
+    @staticmethod
     def _stalled_after() -> timedelta:
         s = settings()
         return min(s.heartbeat_interval * 3, s.stale_process_threshold)
@@ -159,21 +165,29 @@ class DataSource:
             (self._stalled_after(), self._stale_after(), count_limit),
         )
 
-    def overview(self, count_limit: int | None = PAGE_COUNT_LIMIT) -> dict[str, Any]:
-        """The home page's queues, summary and health verdict, counting the queues once."""
+    def overview(
+        self, count_limit: int | None = PAGE_COUNT_LIMIT, reuse: bool = True
+    ) -> dict[str, Any]:
+        """The home page's queues, summary and health verdict, counting the queues once (a big
+        queue's capped figures reused when recent: see _reuse_within; reuse=False counts now)."""
         stalled, stale = self._stalled_after(), self._stale_after()
+        reuse_within = self._reuse_within() if reuse else None
         return self._one(
-            "WITH f AS MATERIALIZED (SELECT pgbus.queue_figures(%s, %s::integer) AS qs)"
+            "WITH f AS MATERIALIZED (SELECT pgbus.queue_figures(%s, %s::integer, %s::interval) AS qs)"
             " SELECT f.qs AS queues, pgbus.dashboard_summary(%s, %s, %s::integer, f.qs) AS summary,"
             " pgbus.health_verdict(%s, %s, count_limit => %s::integer, queue_figures => f.qs) AS verdict"
             " FROM f",
-            (stale, count_limit, stalled, stale, count_limit, stalled, stale, count_limit),
+            (stale, count_limit, reuse_within, stalled, stale, count_limit, stalled, stale, count_limit),
         )
 
-    def queues(self, count_limit: int | None = PAGE_COUNT_LIMIT) -> list[dict[str, Any]]:
-        """Every queue's figures; count_limit=None counts every message (slower)."""
+    def queues(
+        self, count_limit: int | None = PAGE_COUNT_LIMIT, reuse: bool = False
+    ) -> list[dict[str, Any]]:
+        """Every queue's figures; count_limit=None counts every message (slower); reuse=True
+        reuses a big queue's recent capped figures (see _reuse_within)."""
         return self._rows(
-            "SELECT * FROM pgbus.queue_stats(NULL, %s, %s)", (self._stale_after(), count_limit)
+            "SELECT * FROM pgbus.queue_stats(NULL, %s, %s, %s::interval)",
+            (self._stale_after(), count_limit, self._reuse_within() if reuse else None),
         )
 
     def queue_names(self) -> list[str]:
@@ -268,11 +282,20 @@ class DataSource:
     def workflow_counts(self) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM pgbus.workflow_status_counts")
 
-    def health(self) -> dict[str, Any]:
-        """The verdict OK / DEGRADED / STALLED with its reasons (pgbus.health_verdict)."""
+    def health(self, reuse: bool = False) -> dict[str, Any]:
+        """The verdict OK / DEGRADED / STALLED with its reasons (pgbus.health_verdict);
+        reuse=True reuses a big queue's recent capped figures (see _reuse_within)."""
         return self._value(
-            "SELECT pgbus.health_verdict(%s, %s, count_limit => %s)",
-            (self._stalled_after(), self._stale_after(), PAGE_COUNT_LIMIT),
+            "SELECT pgbus.health_verdict(%s, %s, count_limit => %s, queue_figures =>"
+            " pgbus.queue_figures(%s, %s, %s::interval))",
+            (
+                self._stalled_after(),
+                self._stale_after(),
+                PAGE_COUNT_LIMIT,
+                self._stale_after(),
+                PAGE_COUNT_LIMIT,
+                self._reuse_within() if reuse else None,
+            ),
         )
 
     def job_insights(self, period: str) -> dict[str, Any]:

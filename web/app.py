@@ -14,7 +14,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -161,7 +161,9 @@ class Dashboard:
             number=lambda v: "—" if v is None else f"{v:,}",
             tojson_attr=lambda v: json.dumps(v, separators=(",", ":"), default=str),
             count=count_text,
+            counted_ago=counted_ago,
         )
+        self.env.globals["page_count_limit"] = PAGE_COUNT_LIMIT
 
     # -- rendering -----------------------------------------------------------------------
 
@@ -339,6 +341,21 @@ def count_text(value: int | None, capped: bool = False, estimate: bool = False) 
     if capped and value > PAGE_COUNT_LIMIT:
         return f"{PAGE_COUNT_LIMIT:,}+"
     return f"{value:,}"
+
+
+def counted_ago(rows: Any) -> str | None:
+    """How long ago the oldest capped queue row of pgbus.queue_stats was counted ("now",
+    "6 s"), or None when no row is capped (every figure then is an exact count of now)."""
+    times = []
+    for r in rows:
+        at = r.get("counted_at") if r.get("counts_capped") else None
+        if isinstance(at, str):
+            at = datetime.fromisoformat(at)
+        if at is not None:
+            times.append(at)
+    if not times:
+        return None
+    return human_age((datetime.now(timezone.utc) - min(times)).total_seconds())
 
 
 def human_age(seconds: float | None) -> str:

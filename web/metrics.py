@@ -23,7 +23,14 @@ class PgbusCollector:
         self.data = data
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        queues = self.data.queues(count_limit=None)  # exact: a scrape is rarer than a page view
+        # Counted as the pages count (one pass over the queues for the figures, the summary
+        # and the verdict): a queue above PAGE_COUNT_LIMIT messages reports PostgreSQL's
+        # estimate of its depth and counts that stop at the limit, and says so in
+        # pgbus_queue_counts_estimated; its figures may be reused for twice the refresh interval.
+        overview = self.data.overview(reuse=True)
+        queues = overview["queues"]
+        summary = overview["summary"]
+        verdict = overview["verdict"]
         per_queue: list[tuple[str, str, str]] = [
             ("pgbus_queue_depth", "Messages in the queue", "depth"),
             ("pgbus_queue_visible_depth", "Messages a worker may read now", "visible"),
@@ -40,6 +47,12 @@ class PgbusCollector:
                 "oldest_claimable_age_seconds",
             ),
             ("pgbus_queue_paused", "1 when the queue is paused", "paused"),
+            (
+                "pgbus_queue_counts_estimated",
+                "1 when the queue holds more messages than the dashboard counts: its depth is"
+                " PostgreSQL's estimate and its visible count stopped at the limit",
+                "counts_capped",
+            ),
         ]
         for name, doc, key in per_queue:
             g = GaugeMetricFamily(name, doc, labels=["queue"])
@@ -55,7 +68,6 @@ class PgbusCollector:
             if q["is_dlq"]:
                 dlq.add_metric([q["queue_name"]], float(q["depth"]))
         yield dlq
-        summary = self.data.summary()
         yield GaugeMetricFamily(
             "pgbus_failed_jobs", "Failed jobs waiting for a retry", value=float(summary["failed"])
         )
@@ -84,7 +96,6 @@ class PgbusCollector:
             for t in health:
                 g.add_metric([t["table_name"], t["kind"]], float(t[key] or 0))
             yield g
-        verdict = self.data.health()
         h = GaugeMetricFamily("pgbus_health_status", "1 for the current verdict", labels=["status"])
         for status in ("OK", "DEGRADED", "STALLED"):
             h.add_metric([status], 1.0 if verdict["status"] == status else 0.0)
@@ -115,7 +126,7 @@ def readyz(data: DataSource) -> Callable[[Request], Any]:
 
     async def ready(request: Request) -> Response:
         try:
-            verdict = await run_in_threadpool(data.health)
+            verdict = await run_in_threadpool(data.health, True)
         except (psycopg.Error, PoolTimeout):
             return JSONResponse(
                 {"status": "ERROR", "reasons": ["the database is unavailable"]}, status_code=503

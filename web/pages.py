@@ -83,7 +83,7 @@ def routes(d: Dashboard) -> list[Route]:
             "queues.html",
             "queues",
             {"queues": "_queues_table.html"},
-            queues=Lazy(d.data.queues),
+            queues=Lazy(lambda: d.data.queues(reuse=True)),
         )
 
     def queue(request: Request) -> Response:

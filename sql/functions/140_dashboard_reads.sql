@@ -53,6 +53,7 @@ $$;
 -- (Its earlier signatures.)
 DROP FUNCTION IF EXISTS pgbus.queue_stats(text, interval);
 DROP FUNCTION IF EXISTS pgbus.queue_stats(text, interval, integer);
+DROP FUNCTION IF EXISTS pgbus.queue_stats(text, interval, integer, interval);
 
 -- One row per PGMQ queue (or only `only_queue`): depth, visible, not yet visible (split into
 -- scheduled: never read, not yet due; and invisible: being run, or waiting out a retry
@@ -61,33 +62,53 @@ DROP FUNCTION IF EXISTS pgbus.queue_stats(text, interval, integer);
 -- worker reads it.
 --
 -- Counting a queue reads all of it. With `count_limit` (the pages use 1,000) a queue holding
--- more messages than that is not counted: its depth is PostgreSQL's estimate
--- (pg_class.reltuples), visible and not-yet-visible counts stop at count_limit + 1 (read
--- from the vt index alone), the scheduled / invisible split and max_read_ct are NULL,
--- visible_unread counts among the 100 oldest visible messages only, and counts_capped says
--- so. Ages come from the indexes either way. Without count_limit every count is exact.
+-- more messages than that is not counted: its depth is PostgreSQL's estimate (the live-tuple
+-- count of the statistics, else pg_class.reltuples), visible and not-yet-visible counts stop
+-- at count_limit + 1 (read from the vt index alone), the scheduled / invisible split and
+-- max_read_ct are NULL, visible_unread counts among the 100 oldest visible messages only,
+-- and counts_capped says so. A queue the statistics call big is checked by index probes only.
+-- Ages come from the indexes either way. Without count_limit every count is exact.
+--
+-- With `reuse_within` too, a big queue's capped figures (probes, ages, total ever sent) are
+-- reused from pgbus.queue_figures_cache when they were counted within it, and stored there
+-- when they are counted anew (unless the transaction is read-only): a page over many big
+-- queues then reads one row per queue. counted_at says when a capped row's figures were
+-- counted (ages are from then too); NULL for an exact row. Depth and the paused and drained
+-- flags are always read now.
 CREATE OR REPLACE FUNCTION pgbus.queue_stats(
     only_queue text DEFAULT NULL, alive_within interval DEFAULT interval '5 minutes',
-    count_limit integer DEFAULT NULL
+    count_limit integer DEFAULT NULL, reuse_within interval DEFAULT NULL
 ) RETURNS TABLE (
     queue_name text, is_dlq boolean, depth bigint, visible bigint, not_visible bigint,
     scheduled bigint, invisible bigint, visible_unread bigint, oldest_age_seconds float8,
     oldest_claimable_age_seconds float8, max_read_ct integer, total_messages bigint,
     counts_capped boolean, paused boolean, paused_reason text, paused_by text,
-    paused_at timestamptz, drained boolean, created_at timestamptz
+    paused_at timestamptz, drained boolean, created_at timestamptz, counted_at timestamptz
 )
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     m record;
     tbl text;
     drainers text[] := pgbus.drained_queues(alive_within);
     lim integer := CASE WHEN count_limit IS NULL THEN NULL ELSE greatest(count_limit, 1) + 1 END;
+    may_store boolean := reuse_within IS NOT NULL AND NOT pg_is_in_recovery()
+                         AND current_setting('transaction_read_only') = 'off';
     probe_unread bigint;
+    probe_big bigint;
+    first_enqueued timestamptz;
+    first_claimable timestamptz;
+    c pgbus.queue_figures_cache;
 BEGIN
     FOR m IN SELECT x.queue_name AS name, x.created_at AS made, p.reason AS p_reason, p.paused_by AS p_by,
-                    p.paused_at AS p_at, p.queue_name IS NOT NULL AS is_paused
-             FROM pgmq.meta x
+                    p.paused_at AS p_at, p.queue_name IS NOT NULL AS is_paused,
+                    -- The live-tuple count the statistics keep (current within a second or
+                    -- so), or the planner's estimate before the statistics know the table.
+                    coalesce(nullif(pg_stat_get_live_tuples(k.oid), 0),
+                             greatest(k.reltuples, 0)::bigint, 0) AS estimate
+             FROM (SELECT y.queue_name, y.created_at, pgmq.format_table_name(y.queue_name, 'q') AS tbl
+                   FROM pgmq.meta y) x
              LEFT JOIN pgbus.queue_pauses p ON p.queue_name = x.queue_name
+             LEFT JOIN pg_class k ON k.relnamespace = 'pgmq'::regnamespace AND k.relname = x.tbl
              WHERE only_queue IS NULL OR x.queue_name = only_queue ORDER BY x.queue_name
     LOOP
         tbl := pgmq.format_table_name(m.name, 'q');
@@ -96,7 +117,66 @@ BEGIN
         is_dlq := m.name LIKE '%\_dlq';
         paused := m.is_paused; paused_reason := m.p_reason; paused_by := m.p_by; paused_at := m.p_at;
         drained := m.name = ANY (drainers);
-        IF lim IS NOT NULL THEN
+        counts_capped := false;
+        counted_at := NULL;
+        IF lim IS NOT NULL AND m.estimate >= lim THEN
+            -- A queue the statistics call big: its last capped figures when recent enough,
+            -- else index probes (is there a lim-th message? a lim-th visible one?), no row
+            -- counted past lim.
+            c := NULL;
+            IF reuse_within IS NOT NULL THEN
+                SELECT * INTO c FROM pgbus.queue_figures_cache f
+                WHERE f.queue_name = m.name AND f.counted_at >= clock_timestamp() - reuse_within;
+            END IF;
+            IF c.queue_name IS NOT NULL THEN
+                probe_big := 1;
+                visible := c.visible; not_visible := c.not_visible; visible_unread := c.visible_unread;
+                first_enqueued := c.oldest_enqueued_at; first_claimable := c.oldest_claimable_vt;
+                total_messages := c.total_messages; counted_at := c.counted_at;
+            ELSE
+                EXECUTE format(
+                    'SELECT (SELECT msg_id FROM pgmq.%1$I ORDER BY msg_id OFFSET $1 - 1 LIMIT 1),'
+                    ' CASE WHEN EXISTS (SELECT 1 FROM pgmq.%1$I WHERE vt <= now() ORDER BY vt OFFSET $1 - 1 LIMIT 1)'
+                    '      THEN $1 ELSE (SELECT count(*) FROM pgmq.%1$I WHERE vt <= now()) END,'
+                    ' CASE WHEN EXISTS (SELECT 1 FROM pgmq.%1$I WHERE vt > now() ORDER BY vt OFFSET $1 - 1 LIMIT 1)'
+                    '      THEN $1 ELSE (SELECT count(*) FROM pgmq.%1$I WHERE vt > now()) END,'
+                    ' (SELECT count(*) FILTER (WHERE read_ct = 0) FROM'
+                    '    (SELECT read_ct FROM pgmq.%1$I WHERE vt <= now() ORDER BY vt LIMIT 100) x),'
+                    ' (SELECT enqueued_at FROM pgmq.%1$I ORDER BY msg_id LIMIT 1),'
+                    ' (SELECT vt FROM pgmq.%1$I WHERE vt <= now() ORDER BY vt LIMIT 1),'
+                    ' (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM pgmq.%2$I)',
+                    tbl, tbl || '_msg_id_seq')
+                    INTO probe_big, visible, not_visible, visible_unread, first_enqueued,
+                         first_claimable, total_messages
+                    USING lim;
+                counted_at := clock_timestamp();
+                IF probe_big IS NOT NULL AND may_store THEN
+                    INSERT INTO pgbus.queue_figures_cache AS f
+                        (queue_name, counted_at, visible, not_visible, visible_unread,
+                         oldest_enqueued_at, oldest_claimable_vt, total_messages)
+                    VALUES (m.name, counted_at, visible, not_visible, visible_unread,
+                            first_enqueued, first_claimable, total_messages)
+                    ON CONFLICT ON CONSTRAINT queue_figures_cache_pkey DO UPDATE
+                    SET counted_at = EXCLUDED.counted_at, visible = EXCLUDED.visible,
+                        not_visible = EXCLUDED.not_visible, visible_unread = EXCLUDED.visible_unread,
+                        oldest_enqueued_at = EXCLUDED.oldest_enqueued_at,
+                        oldest_claimable_vt = EXCLUDED.oldest_claimable_vt,
+                        total_messages = EXCLUDED.total_messages;
+                END IF;
+            END IF;
+            IF probe_big IS NOT NULL THEN
+                counts_capped := true;
+                depth := greatest(m.estimate, lim);
+                scheduled := NULL;
+                invisible := NULL;
+                max_read_ct := NULL;
+                oldest_age_seconds := extract(epoch FROM now() - first_enqueued)::float8;
+                oldest_claimable_age_seconds := extract(epoch FROM now() - first_claimable)::float8;
+            ELSE
+                counted_at := NULL;  -- (smaller than the statistics said: counted below)
+            END IF;
+        END IF;
+        IF lim IS NOT NULL AND NOT counts_capped THEN
             -- One statement: the first lim rows (all of a small queue: exact figures), then
             -- the index-only counts and ages that stand in for a big queue's.
             EXECUTE format(
@@ -119,17 +199,16 @@ BEGIN
                 USING lim;
             counts_capped := depth >= lim;
             IF counts_capped THEN
-                depth := greatest((SELECT c.reltuples::bigint FROM pg_class c
-                                   WHERE c.oid = format('pgmq.%I', tbl)::regclass), lim);
+                depth := greatest(m.estimate, lim);
                 scheduled := NULL;
                 invisible := NULL;
                 max_read_ct := NULL;
+                counted_at := clock_timestamp();
             ELSE
                 invisible := not_visible - scheduled;
                 visible_unread := probe_unread;
             END IF;
-        ELSE
-            counts_capped := false;
+        ELSIF lim IS NULL THEN
             EXECUTE format(
                 'SELECT count(*), count(*) FILTER (WHERE vt <= now()),'
                 ' count(*) FILTER (WHERE vt > now() AND read_ct = 0),'
@@ -319,12 +398,14 @@ DROP FUNCTION IF EXISTS pgbus.dashboard_summary(interval, interval, integer);
 
 -- The queue figures of pgbus.queue_stats as one JSON array, so that a page can read them once
 -- and hand them to dashboard_summary and health_verdict (counting queues is the costly part).
+DROP FUNCTION IF EXISTS pgbus.queue_figures(interval, integer);
 CREATE OR REPLACE FUNCTION pgbus.queue_figures(
-    alive_within interval DEFAULT interval '5 minutes', count_limit integer DEFAULT NULL
+    alive_within interval DEFAULT interval '5 minutes', count_limit integer DEFAULT NULL,
+    reuse_within interval DEFAULT NULL
 ) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql VOLATILE AS $$
     SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.queue_name), '[]')
-    FROM pgbus.queue_stats(NULL, alive_within, count_limit) x
+    FROM pgbus.queue_stats(NULL, alive_within, count_limit, reuse_within) x
 $$;
 
 -- The home page's cards in one answer (count_limit as in queue_stats; queue_figures: the

@@ -155,7 +155,10 @@ BEGIN
     status := coalesce(status, 'ongoing');
     IF status = 'ongoing' THEN
         c := c || ARRAY['w.ended_at IS NULL'];
-    ELSIF status IN ('ready', 'running', 'waiting', 'paused') THEN
+    ELSIF status = 'paused' THEN
+        -- (pause_cause is set exactly while paused: workflows_paused_idx answers alone.)
+        c := c || ARRAY['w.pause_cause IS NOT NULL', 'w.ended_at IS NULL'];
+    ELSIF status IN ('ready', 'running', 'waiting') THEN
         c := c || ARRAY['w.ended_at IS NULL', 'w.status = $1'];
     ELSIF status IN ('finished', 'cancelled') THEN
         c := c || ARRAY['w.ended_at IS NOT NULL', 'w.status = $1'];
@@ -169,7 +172,8 @@ BEGIN
     IF workflow_class IS NOT NULL THEN c := c || ARRAY['w.workflow_class = $2']; END IF;
     IF current_step IS NOT NULL THEN c := c || ARRAY['w.current_step = $3']; END IF;
     IF error_class IS NOT NULL THEN
-        c := c || ARRAY['EXISTS (SELECT 1 FROM pgbus.workflow_steps e WHERE e.step_id = w.current_step_id AND e.error_class = $4)'];
+        -- The current attempt's error class, kept on the run (workflows_error_class_recent_idx).
+        c := c || ARRAY['w.error_class = $4'];
     END IF;
     IF subject_type IS NOT NULL THEN
         c := c || ARRAY['w.subject_id IS NOT NULL', 'w.subject_type = $5', 'w.subject_id = $6'];
@@ -178,7 +182,11 @@ BEGIN
     IF created_from IS NOT NULL THEN c := c || ARRAY['w.created_at >= $8']; END IF;
     IF created_to IS NOT NULL THEN c := c || ARRAY['w.created_at < $9']; END IF;
     IF ended_from IS NOT NULL THEN c := c || ARRAY['w.ended_at >= $10']; END IF;
-    IF ended_to IS NOT NULL THEN c := c || ARRAY['w.ended_at < $11']; END IF;
+    IF ended_to IS NOT NULL THEN
+        -- A run ends after it was created: the created-at bound lets the newest-first scan
+        -- start at ended_to instead of at the newest run.
+        c := c || ARRAY['w.ended_at < $11', 'w.created_at < $11'];
+    END IF;
     IF ended_from IS NOT NULL OR ended_to IS NOT NULL THEN c := c || ARRAY['w.ended_at IS NOT NULL']; END IF;
     IF before_created IS NOT NULL AND before_id IS NOT NULL THEN
         c := c || ARRAY['(w.created_at, w.workflow_id) < ($12, $13)'];
@@ -290,16 +298,20 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_attention(
 ) RETURNS TABLE (workflow_class text, step_name text, reason text, error_class text,
                  runs bigint, first_seen timestamptz, last_seen timestamptz, newest_error text)
 LANGUAGE sql STABLE AS $$
-    SELECT x.workflow_class, x.step_name, x.reason, x.error_class, count(*),
-           min(x.since), max(x.since),
-           (array_agg(s.error ->> 'message' ORDER BY x.since DESC NULLS LAST)
-                FILTER (WHERE s.error IS NOT NULL))[1]
-    FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) x
-    JOIN pgbus.workflows w ON w.workflow_id = x.workflow_id
-    LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
-    WHERE only_class IS NULL OR x.workflow_class = only_class
-    GROUP BY 1, 2, 3, 4
-    ORDER BY count(*) DESC, 1, 2, 3, 4
+    -- Grouped first; then one look-up per group for its newest error's message (that of the
+    -- newest run in the group whose current attempt has an error class).
+    SELECT g.workflow_class, g.step_name, g.reason, g.error_class, g.runs, g.first_seen, g.last_seen,
+           (SELECT s.error ->> 'message'
+            FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+            WHERE w.workflow_id = g.newest_failed)
+    FROM (SELECT x.workflow_class, x.step_name, x.reason, x.error_class, count(*) AS runs,
+                 min(x.since) AS first_seen, max(x.since) AS last_seen,
+                 (array_agg(x.workflow_id ORDER BY x.since DESC NULLS LAST)
+                      FILTER (WHERE x.error_class IS NOT NULL))[1] AS newest_failed
+          FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) x
+          WHERE only_class IS NULL OR x.workflow_class = only_class
+          GROUP BY 1, 2, 3, 4) g
+    ORDER BY g.runs DESC, 1, 2, 3, 4
 $$;
 
 -- Resume or cancel (verb) up to max_runs of one attention group, oldest first, each through
@@ -375,15 +387,40 @@ BEGIN
 END;
 $$;
 
--- The home page's card: ongoing runs, how many of them paused, how many need attention.
+-- The home page's card: ongoing runs, how many of them paused, how many need attention. Each
+-- count stops at its cap (ongoing and paused at `cap`, attention at `attention_cap`) with
+-- "capped" saying which did: {"ongoing", "paused", "attention", "capped": {"ongoing", "paused",
+-- "attention"}}. Paused runs count first among the stuck, so a card over many stuck runs costs
+-- no more than attention_cap look-ups.
+-- (Its earlier signature, without the caps.)
+DROP FUNCTION IF EXISTS pgbus.workflow_home_card(interval, interval, interval);
+
 CREATE OR REPLACE FUNCTION pgbus.workflow_home_card(
     stall_threshold interval DEFAULT interval '15 minutes',
     overdue_after interval DEFAULT interval '5 minutes',
-    waiting_threshold interval DEFAULT interval '7 days'
+    waiting_threshold interval DEFAULT interval '7 days',
+    cap integer DEFAULT 10000,
+    attention_cap integer DEFAULT 1000
 ) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT jsonb_build_object(
-        'ongoing', (SELECT count(*) FROM pgbus.workflows w WHERE w.ended_at IS NULL),
-        'paused', (SELECT count(*) FROM pgbus.workflows w WHERE w.ended_at IS NULL AND w.status = 'paused'),
-        'attention', (SELECT count(*) FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold)))
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    lim integer := greatest(coalesce(cap, 10000), 1);
+    alim integer := greatest(coalesce(attention_cap, 1000), 1);
+    ongoing bigint;
+    paused bigint;
+    attention bigint;
+BEGIN
+    SELECT count(*) INTO ongoing
+    FROM (SELECT 1 FROM pgbus.workflows w WHERE w.ended_at IS NULL LIMIT lim + 1) x;
+    SELECT count(*) INTO paused
+    FROM (SELECT 1 FROM pgbus.workflows w WHERE w.pause_cause IS NOT NULL AND w.ended_at IS NULL
+          LIMIT lim + 1) x;
+    SELECT count(*) INTO attention
+    FROM (SELECT 1 FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold)
+          LIMIT alim + 1) x;
+    RETURN jsonb_build_object(
+        'ongoing', least(ongoing, lim), 'paused', least(paused, lim), 'attention', least(attention, alim),
+        'capped', jsonb_build_object('ongoing', ongoing > lim, 'paused', paused > lim,
+                                     'attention', attention > alim));
+END;
 $$;

@@ -174,14 +174,27 @@ def test_queue_messages_page_by_keyset(db_url, conn):
     assert shown2 == sorted(ids, reverse=True)[25:50]
 
 
-def test_a_big_queue_is_shown_with_capped_counts_and_metrics_stay_exact(db_url, conn):
+def test_a_big_queue_is_shown_with_capped_counts_and_metrics_say_so(db_url, conn):
     conn.execute("SELECT pgbus.enqueue('pgbus_big', 'Mail', array_fill('{}'::jsonb, ARRAY[1100]))")
+    enqueue(conn, "pgbus_small", n=3)
     c = client(db_url)
     page = c.get("/queues").text
     row = re.search(r"pgbus_big</a></th>(.*?)</tr>", page, re.S).group(1)
     assert "≈ 1," in row and "1,000+" in row
+    assert "Queues above 1,000 messages are not counted in full" in page
+    assert re.search(r"their figures \(ages too\) were counted (just now|\d+ s ago)", page)
     metrics = c.get("/api/metrics").text
-    assert 'pgbus_queue_depth{queue="pgbus_big"} 1100.0' in metrics
+    depth = float(re.search(r'pgbus_queue_depth\{queue="pgbus_big"\} (\S+)', metrics).group(1))
+    assert depth >= 1001  # PostgreSQL's estimate, never below the count that stopped
+    assert 'pgbus_queue_counts_estimated{queue="pgbus_big"} 1.0' in metrics
+    assert 'pgbus_queue_depth{queue="pgbus_small"} 3.0' in metrics
+    assert 'pgbus_queue_counts_estimated{queue="pgbus_small"} 0.0' in metrics
+
+
+def test_small_queues_alone_have_no_estimate_note(db_url, conn):
+    enqueue(conn, "pgbus_small", n=3)
+    page = client(db_url).get("/queues").text
+    assert "pgbus_small" in page and "not counted in full" not in page
 
 
 def test_a_fragment_reads_only_its_region(db_url, conn, monkeypatch):

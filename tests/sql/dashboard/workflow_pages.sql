@@ -4,7 +4,7 @@
 -- workflow_stuck), workflow_attention_act (bulk resume/cancel, forged groups), workflow_home_card.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(47);
+SELECT plan(49);
 
 SELECT pgbus.workflow_register('t_wp_a', '[{"name": "charge"}, {"name": "receipt"}]', 'd1', 't_wp_a');
 SELECT pgbus.workflow_register('t_wp_b', '[{"name": "welcome", "wait": 3600}]', 'd1', 't_wp_b');
@@ -110,9 +110,14 @@ SELECT is(pgbus.workflow_attention_act('cancel', 't_wp_a', 'charge', 'paused_err
           'Cancelled 3', 'bulk: cancel the rest of the group');
 SELECT is((SELECT count(*)::int FROM pgbus.workflow_events WHERE actor = 'dashboard:t' AND event = 'resumed' AND reason = 'fixed'), 2, 'bulk: each run audited with actor and reason');
 -- home card
-SELECT is(pgbus.workflow_home_card() - 'attention', jsonb_build_object('ongoing', (SELECT count(*) FROM pgbus.workflows WHERE ended_at IS NULL),
+SELECT is(pgbus.workflow_home_card() - 'attention' - 'capped', jsonb_build_object('ongoing', (SELECT count(*) FROM pgbus.workflows WHERE ended_at IS NULL),
                                                                        'paused', (SELECT count(*) FROM pgbus.workflows WHERE status = 'paused')),
           'home card: ongoing and paused');
+SELECT is(pgbus.workflow_home_card() -> 'capped', '{"ongoing": false, "paused": false, "attention": false}', 'home card: nothing capped');
+SELECT is(pgbus.workflow_home_card(cap => 1, attention_cap => 1),
+          jsonb_build_object('ongoing', 1, 'paused', 1, 'attention', 1,
+                             'capped', jsonb_build_object('ongoing', true, 'paused', false, 'attention', true)),
+          'home card: each count stops at its cap and says so (one run is paused: not capped)');
 
 SELECT * FROM finish();
 ROLLBACK;

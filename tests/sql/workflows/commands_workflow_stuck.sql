@@ -16,15 +16,15 @@ SELECT lives_ok($$SELECT pgmq.set_vt('t_wfc_st_stall', (pg_temp.att(pg_temp.cur(
 SELECT is(pg_temp.read('st_stall_again', 'st_stall'), 1, 'setup: st_stall stalled');
 -- stalled: running past its own timeout (60s), well within the threshold.
 DO $d$ BEGIN PERFORM pg_temp.go('st_timeout', '[{"name": "a", "timeout": 60}]'); END $d$;
-UPDATE pgbus.workflow_steps SET started_at = now() - interval '2 minutes' WHERE step_id = pg_temp.cur('st_timeout');
+UPDATE pgbus.workflow_steps SET started_at = now() - interval '2 minutes', scheduled_at = least(scheduled_at, now() - interval '2 minutes') WHERE step_id = pg_temp.cur('st_timeout');
 -- stalled: running past the threshold (no timeout).
 DO $d$ BEGIN PERFORM pg_temp.go('st_threshold', '[{"name": "a"}]'); END $d$;
-UPDATE pgbus.workflow_steps SET started_at = now() - interval '20 minutes' WHERE step_id = pg_temp.cur('st_threshold');
+UPDATE pgbus.workflow_steps SET started_at = now() - interval '20 minutes', scheduled_at = least(scheduled_at, now() - interval '20 minutes') WHERE step_id = pg_temp.cur('st_threshold');
 -- healthy: running for 5 minutes; running 20 minutes with a timeout of an hour.
 DO $d$ BEGIN PERFORM pg_temp.go('st_running_ok', '[{"name": "a"}]'); END $d$;
-UPDATE pgbus.workflow_steps SET started_at = now() - interval '5 minutes' WHERE step_id = pg_temp.cur('st_running_ok');
+UPDATE pgbus.workflow_steps SET started_at = now() - interval '5 minutes', scheduled_at = least(scheduled_at, now() - interval '5 minutes') WHERE step_id = pg_temp.cur('st_running_ok');
 DO $d$ BEGIN PERFORM pg_temp.go('st_long_timeout', '[{"name": "a", "timeout": 3600}]'); END $d$;
-UPDATE pgbus.workflow_steps SET started_at = now() - interval '20 minutes' WHERE step_id = pg_temp.cur('st_long_timeout');
+UPDATE pgbus.workflow_steps SET started_at = now() - interval '20 minutes', scheduled_at = least(scheduled_at, now() - interval '20 minutes') WHERE step_id = pg_temp.cur('st_long_timeout');
 -- paused_manual.
 DO $d$ BEGIN PERFORM pg_temp.start('st_manual', '[{"name": "a"}]'); PERFORM pg_temp.cmd('st_manual', 'pause'); END $d$;
 -- overdue: ready, due 10 minutes ago; healthy: due 2 minutes ago, due now.

@@ -8,9 +8,9 @@ SELECT plan(28);
 -- workflow_stuck: waiting_overdue
 -------------------------------------------------------------------------------------------------
 DO $d$ BEGIN PERFORM pg_temp.go('st_old', pg_temp.gate(NULL)); PERFORM pg_temp.park('st_old'); END $d$;
-UPDATE pgbus.workflow_steps SET waiting_since = now() - interval '8 days' WHERE step_id = pg_temp.cur('st_old');
+UPDATE pgbus.workflow_steps SET waiting_since = now() - interval '8 days', scheduled_at = least(scheduled_at, now() - interval '8 days') WHERE step_id = pg_temp.cur('st_old');
 DO $d$ BEGIN PERFORM pg_temp.go('st_new', pg_temp.gate(NULL)); PERFORM pg_temp.park('st_new'); END $d$;
-UPDATE pgbus.workflow_steps SET waiting_since = now() - interval '2 hours' WHERE step_id = pg_temp.cur('st_new');
+UPDATE pgbus.workflow_steps SET waiting_since = now() - interval '2 hours', scheduled_at = least(scheduled_at, now() - interval '2 hours') WHERE step_id = pg_temp.cur('st_new');
 SELECT results_eq($$SELECT workflow_class, step_name, reason, error_class, since FROM pgbus.workflow_stuck()
                     WHERE workflow_id IN (pg_temp.run('st_old'), pg_temp.run('st_new'))$$,
                   $$VALUES ('t_wfw_st_old'::text, 'capture'::text, 'waiting_overdue'::text, NULL::text, now() - interval '8 days')$$,
@@ -152,7 +152,7 @@ SELECT is(pgbus.workflow_sweep() - 'runs' - 'stuck', '{"stalled": [], "timed_out
 -- The callback of the one finished just now arrives later: resolved as usual.
 SELECT is(pgbus.workflow_fan_out_finished(pg_temp.cur('rp_recent')) ->> 'status', 'ready', 'the late callback of a batch finished just now resolves it');
 -- A long wait is waiting_overdue in the sweep's gauge.
-UPDATE pgbus.workflow_steps SET waiting_since = now() - interval '8 days' WHERE step_id = pg_temp.cur('sw_future');
+UPDATE pgbus.workflow_steps SET waiting_since = now() - interval '8 days', scheduled_at = least(scheduled_at, now() - interval '8 days') WHERE step_id = pg_temp.cur('sw_future');
 SELECT is((SELECT e FROM jsonb_array_elements(pgbus.workflow_sweep() -> 'stuck') e WHERE e ->> 'workflow_class' = 't_wfw_sw_future'),
           '{"workflow_class": "t_wfw_sw_future", "reason": "waiting_overdue", "count": 1}'::jsonb,
           'workflow_sweep: "stuck" counts a run waiting 8 days as waiting_overdue');
