@@ -177,7 +177,17 @@ class DataSource:
             " SELECT f.qs AS queues, pgbus.dashboard_summary(%s, %s, %s::integer, f.qs) AS summary,"
             " pgbus.health_verdict(%s, %s, count_limit => %s::integer, queue_figures => f.qs) AS verdict"
             " FROM f",
-            (stale, count_limit, reuse_within, stalled, stale, count_limit, stalled, stale, count_limit),
+            (
+                stale,
+                count_limit,
+                reuse_within,
+                stalled,
+                stale,
+                count_limit,
+                stalled,
+                stale,
+                count_limit,
+            ),
         )
 
     def queues(

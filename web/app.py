@@ -14,7 +14,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -355,7 +355,7 @@ def counted_ago(rows: Any) -> str | None:
             times.append(at)
     if not times:
         return None
-    return human_age((datetime.now(timezone.utc) - min(times)).total_seconds())
+    return human_age((datetime.now(UTC) - min(times)).total_seconds())
 
 
 def human_age(seconds: float | None) -> str:
