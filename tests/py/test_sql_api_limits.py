@@ -289,7 +289,8 @@ def test_with_the_sweep_off_the_dispatcher_reports_the_gauges_without_sweeping(u
     assert "workflow_gauges" in [d.name for d in duties]
     run = ThreeSteps.start(n="hung")
     users.execute(
-        "UPDATE pgbus.workflow_steps SET status = 'running', started_at = now() - interval '1 hour'"
+        "UPDATE pgbus.workflow_steps SET status = 'running', started_at = now() - interval '1 hour',"
+        " scheduled_at = least(scheduled_at, now() - interval '1 hour')"  # (due before it began)
     )
     users.execute("UPDATE pgbus.workflows SET status = 'running'")
     seen = []
