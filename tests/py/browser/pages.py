@@ -18,6 +18,12 @@ def page_paths(db_url: str) -> dict[str, str]:
             "SELECT msg_id FROM pgmq.q_default_dlq ORDER BY msg_id LIMIT 1"
         ).fetchone()[0]
         batch = conn.execute("SELECT batch_id FROM pgbus.batches LIMIT 1").fetchone()[0]
+        paused_run, done_run = conn.execute(
+            "SELECT (SELECT workflow_id FROM pgbus.workflows WHERE workflow_class = 'OrderFlow'"
+            "        AND status = 'paused' LIMIT 1),"
+            " (SELECT workflow_id FROM pgbus.workflows WHERE workflow_class = 'OrderFlow'"
+            "        AND subject_id = 'done')"
+        ).fetchone()
     return {
         "home": "/",
         "queues": "/queues",
@@ -38,4 +44,9 @@ def page_paths(db_url: str) -> dict[str, str]:
         "deploy task": "/deploy-tasks/backfill_totals",
         "workflow insights": "/workflows/definitions",
         "workflow class insights": "/workflows/definitions/app.workflows.OrderFlow?window=7d",
+        "workflows": "/workflows",
+        "workflows, all": "/workflows?status=all",
+        "workflow run (paused)": f"/workflows/{paused_run}",
+        "workflow run (timeline)": f"/workflows/{done_run}",
+        "workflows attention": "/workflows/attention",
     }

@@ -115,6 +115,7 @@ def seed(url: str) -> None:
             """
         )
         seed_workflows(conn)
+        seed_workflow_pages(conn)
 
 
 def seed_workflows(conn: psycopg.Connection) -> None:
@@ -170,3 +171,75 @@ def seed_workflows(conn: psycopg.Connection) -> None:
         CROSS JOIN (VALUES (1, 'charge'), (2, 'ship'), (3, 'notify')) AS s(i, name)
         """
     )
+
+
+def seed_workflow_pages(conn: psycopg.Connection) -> None:
+    """Workflow runs for the Workflows pages: three OrderFlow runs paused on TimeoutError at
+    capture (a needs-attention group), one that failed once, was resumed and finished (a
+    timeline of three attempts and a pause), a Welcome run scheduled an hour ahead, and a Gated
+    run waiting for the signal payment_confirmed."""
+    from tests.py.workflow_page_support import (
+        ERROR,
+        end_step,
+        paused_on_error,
+        register,
+        start,
+        take_steps,
+    )
+
+    paused_on_error(conn, "OrderFlow", 3)
+    done = start(conn, "OrderFlow", ("Order", "done"), {"n": 99, "api_token": "s3cret"})
+    conn.execute("UPDATE pgmq.q_orderflow SET vt = now()")
+    for s in take_steps(conn, "OrderFlow"):
+        end_step(conn, s["step_id"], "pause", ERROR)
+    conn.execute(
+        "SELECT pgbus.workflow_command(%s, 'resume', 'dashboard:alice', 'gateway is back')", (done,)
+    )
+    for _ in range(2):  # capture again, then receipt
+        conn.execute("UPDATE pgmq.q_orderflow SET vt = now()")
+        for s in take_steps(conn, "OrderFlow"):
+            end_step(conn, s["step_id"], "complete")
+    # Spread its attempts over minutes, as a real run's are (the timeline then has something
+    # to zoom into): capture failed at T+5..35 s, paused until T+300 s, capture again at
+    # T+302..340 s, receipt at T+345..400 s, T an hour ago.
+    conn.execute(
+        """
+        WITH t AS (SELECT now() - interval '1 hour' AS t0),
+             a AS (SELECT s.step_id, row_number() OVER (ORDER BY s.step_id) AS k
+                   FROM pgbus.workflow_steps s WHERE s.workflow_id = %(run)s),
+             at AS (SELECT a.step_id, t0 + make_interval(secs => (ARRAY[0, 300, 340])[k]) AS c,
+                           (ARRAY[5, 2, 5])[k] AS q, (ARRAY[30, 38, 55])[k] AS r
+                    FROM a, t)
+        UPDATE pgbus.workflow_steps s
+        SET created_at = at.c, scheduled_at = at.c, started_at = at.c + make_interval(secs => at.q),
+            ended_at = at.c + make_interval(secs => at.q + at.r)
+        FROM at WHERE s.step_id = at.step_id
+        """,
+        {"run": done},
+    )
+    conn.execute(
+        """
+        UPDATE pgbus.workflow_events e
+        SET created_at = now() - interval '1 hour' + CASE e.event WHEN 'paused' THEN interval '35 seconds'
+                                                                  WHEN 'resumed' THEN interval '300 seconds'
+                                                                  ELSE interval '400 seconds' END
+        WHERE e.workflow_id = %(run)s AND e.event IN ('paused', 'resumed', 'finished')
+        """,
+        {"run": done},
+    )
+    conn.execute(
+        "UPDATE pgbus.workflows SET created_at = now() - interval '1 hour',"
+        " updated_at = now() - interval '1 hour' + interval '400 seconds',"
+        " ended_at = now() - interval '1 hour' + interval '400 seconds' WHERE workflow_id = %s",
+        (done,),
+    )
+    register(conn, "Welcome", [{"name": "welcome", "wait": 3600}])
+    start(conn, "Welcome", ("User", "1"))
+    register(
+        conn,
+        "Gated",
+        [{"name": "confirm", "wait_for": "payment_confirmed", "wait_timeout": 172800}],
+    )
+    start(conn, "Gated", ("Payment", "9"))
+    for s in take_steps(conn, "Gated"):
+        end_step(conn, s["step_id"], "park")

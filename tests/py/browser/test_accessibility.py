@@ -91,6 +91,20 @@ def test_open_confirm_dialog_has_no_axe_violations(dashboard, themed_pages, them
     assert violations == [], describe(violations)
 
 
+@pytest.mark.parametrize("theme", THEMES)
+def test_workflow_run_with_an_open_confirm_dialog_has_no_axe_violations(
+    dashboard, themed_pages, theme
+):
+    p = themed_pages[theme]
+    p.goto(dashboard.url + page_paths(dashboard.db_url)["workflow run (paused)"])
+    for verb in ("resume", "cancel"):  # a plain and a danger confirm
+        p.locator(f"form[action$='/{verb}'] button[type=submit]").click()
+        assert p.locator("dialog#pgbus-confirm").evaluate("d => d.open")
+        violations = run_axe(p)
+        p.keyboard.press("Escape")
+        assert violations == [], f"{verb}: " + describe(violations)
+
+
 def test_home_page_screenshot_for_the_readme(dashboard, browser):
     """Writes docs/dashboard.png when PGBUS_SCREENSHOT=1 (the README's picture)."""
     ctx = browser.new_context(color_scheme="light", viewport={"width": 1280, "height": 860})
