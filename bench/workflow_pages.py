@@ -244,9 +244,9 @@ def main() -> None:
             conn.execute(sql).fetchall()
             print(f"\n-- {title}")
             for n in notices:
-                if sql in n:
-                    continue  # the outer call itself (its plan is one Result or Function Scan)
                 lines = [ln for ln in n.splitlines() if ln.strip()]
+                if sql in n and len(lines) <= 6:
+                    continue  # the outer call alone (a Result or Function Scan: no plan to see)
                 print("\n".join("   " + ln[:160] for ln in lines[:40]))
     if over:
         print("\nOver budget:", ", ".join(over))

@@ -5,11 +5,13 @@
 -- attempt's error class is (an AFTER UPDATE trigger on workflow_steps, firing only when the
 -- value changes), taken from the new attempt when a run that has one moves on (a BEFORE
 -- UPDATE trigger on workflows, firing only then). A step's ordinary progress fires neither.
+-- An ended run keeps the one it ended with (an attempt that ends late changes no ended run).
 CREATE OR REPLACE FUNCTION pgbus.workflow_step_error_class_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE pgbus.workflows w SET error_class = NEW.error_class
     WHERE w.workflow_id = NEW.workflow_id AND w.current_step_id = NEW.step_id
+      AND w.ended_at IS NULL  -- (an ended run never changes: a late attempt's end leaves it)
       AND w.error_class IS DISTINCT FROM NEW.error_class;
     RETURN NULL;
 END;

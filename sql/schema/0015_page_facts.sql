@@ -26,6 +26,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE pgbus.workflows w SET error_class = NEW.error_class
     WHERE w.workflow_id = NEW.workflow_id AND w.current_step_id = NEW.step_id
+      AND w.ended_at IS NULL  -- (an ended run never changes: a late attempt's end leaves it)
       AND w.error_class IS DISTINCT FROM NEW.error_class;
     RETURN NULL;
 END;

@@ -3,7 +3,7 @@
 -- per-run classification it replaced (classes t_wfc_rf_*).
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(12);
+SELECT plan(14);
 \ir ../include/workflow_commands_setup.psql
 
 -- An attempt fails and the run pauses: the run carries the error class.
@@ -31,6 +31,15 @@ SELECT is(pgbus.workflow_stall(pg_temp.w('rf_manual'), pg_temp.att(pg_temp.cur('
           'setup: rf_manual stalled while paused');
 SELECT is((pg_temp.w('rf_manual')).error_class, 'pgbus.StepStalled', 'error class: a stall while paused reaches the run');
 
+-- Cancelled while its attempt runs, then the attempt ends in a failure: the ended run is left
+-- as it ended, its error class too.
+DO $d$ BEGIN PERFORM pg_temp.go('rf_late', '[{"name": "a"}]'); PERFORM pg_temp.cmd('rf_late', 'cancel'); END $d$;
+CREATE TEMP TABLE t_late AS SELECT * FROM pgbus.workflows WHERE workflow_id = pg_temp.run('rf_late');
+SELECT lives_ok($$SELECT pgbus.workflow_end_step(pg_temp.cur('rf_late'), 'pause', error => '{"class": "app.Late"}')$$,
+                'setup: rf_late''s attempt ends late in a failure');
+SELECT is((SELECT to_jsonb(w) FROM pgbus.workflows w WHERE workflow_id = pg_temp.run('rf_late')),
+          (SELECT to_jsonb(t) FROM t_late t), 'error class: an ended run does not change when an attempt ends late');
+
 -- More stuck and healthy runs: running past a timeout of its own (due and begun 2 minutes
 -- ago), past the threshold, overdue, due in the future, waiting.
 DO $d$ BEGIN PERFORM pg_temp.go('rf_timeout', '[{"name": "a", "timeout": 60}]'); END $d$;
@@ -42,10 +51,10 @@ WHERE step_id = pg_temp.cur('rf_threshold');
 DO $d$ BEGIN PERFORM pg_temp.start('rf_overdue', '[{"name": "a"}]'); PERFORM pg_temp.start('rf_later', '[{"name": "a", "wait": 3600}]'); END $d$;
 UPDATE pgbus.workflow_steps SET scheduled_at = now() - interval '10 minutes' WHERE step_id = pg_temp.cur('rf_overdue');
 
--- Every run's error class is its current attempt's.
+-- Every ongoing run's error class is its current attempt's.
 SELECT is_empty($$SELECT w.workflow_id FROM pgbus.workflows w LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
-                 WHERE w.error_class IS DISTINCT FROM s.error_class$$,
-                'error class: every run''s is its current attempt''s');
+                 WHERE w.ended_at IS NULL AND w.error_class IS DISTINCT FROM s.error_class$$,
+                'error class: every ongoing run''s is its current attempt''s');
 -- The classification per run (the definition before it was made set-based) gives the same rows.
 SELECT set_eq(
     $$SELECT * FROM pgbus.workflow_stuck()$$,
