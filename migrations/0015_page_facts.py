@@ -4,4 +4,4 @@ gauge, and the dashboard's cache of big queues' counts."""
 from pgbus.migrate import schema_step
 
 steps = [schema_step("0015_page_facts.sql")]
-__depends__ = {"0014_events"}
+__depends__ = {"0013_workflow_insights"}
