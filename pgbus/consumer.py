@@ -47,11 +47,13 @@ class EventJob(Job):
                 handler.handle(event)
                 continue
             claim = (event.event_id, sub.handler.handler_name)
-            if not self.conn.execute("SELECT pgbus.event_claim(%s, %s)", claim).fetchone()[0]:
+            if not self.conn.execute(
+                "SELECT pgbus.event_claim(event_id => %s, handler => %s)", claim
+            ).fetchone()[0]:
                 log.info("event %s: %s finished it already", event.event_id, claim[1])
                 continue
             handler.handle(event)
-            self.conn.execute("SELECT pgbus.event_completed(%s, %s)", claim)
+            self.conn.execute("SELECT pgbus.event_completed(event_id => %s, handler => %s)", claim)
 
 
 class Consumer(Worker):
@@ -86,11 +88,11 @@ class Consumer(Worker):
     def _metadata(self) -> dict[str, Any]:
         return {**super()._metadata(), "topics": self.topics}
 
-    def _read_query(self, qty: int) -> tuple[str, tuple[Any, ...]]:
+    def _read_query(self, qty: int, start_now: int) -> tuple[str, dict[str, Any]]:
         return (
             "SELECT queue, msg_id, read_ct, enqueued_at, message, context, headers"
-            " FROM pgbus.read_events(%s, %s, %s)",
-            (self.read_queues, self.vt, qty),
+            " FROM pgbus.read_events(queues => %(queues)s, vt_seconds => %(vt)s, qty => %(qty)s)",
+            {"queues": self.read_queues, "vt": self.vt, "qty": qty},
         )
 
     def _execution_event(self, d: Delivery) -> tuple[str, dict[str, Any]]:
@@ -137,7 +139,7 @@ class Consumer(Worker):
         try:
             with pool().connection() as c:
                 moved, last_error = c.execute(
-                    "SELECT moved, last_error FROM pgbus.event_dead_letter(%s, %s::bigint, %s, %s)",
+                    "SELECT moved, last_error FROM pgbus.event_dead_letter(queue => %s, msg_id => %s::bigint, error => %s, record_stats => %s)",
                     (d.queue, d.msg_id, Jsonb(error), settings().stats_enabled),
                 ).fetchone()
         except psycopg.Error as db_exc:

@@ -265,12 +265,58 @@ class Job:
 
     # Set by the worker for the running execution.
     acknowledged: bool = False  # the job recorded its own completion (workflow steps)
-    step_context: dict[str, Any] | None = None  # a workflow step's attempt, from pgbus.read_jobs
+    read_context: dict[str, Any] | None = None  # what pgbus.read_jobs answered with the message
     msg_id: int
     read_ct: int
     job_id: str
     enqueued_at: datetime
     transaction: JobTransaction
+    queue_name: str = ""  # the queue the message was read from
+    worker_identity: str | None = None  # the worker running it (host:pid)
+    # Takes the next delivery the worker holds for this thread to run after this one (a job
+    # that records its own end may fold that delivery's start into it); None: none to take.
+    reserve_next: Callable[[], Any] | None = None
+    give_up: Callable[[], bool] | None = None  # True once the worker is closing: stop retrying
+
+    # -- Hooks the worker calls, so that it stays queue-only: a workflow step
+    # (pgbus.workflow.runner.StepJob) overrides them; a plain job keeps these defaults.
+
+    # A message delivered more often than max_retries + 1 times without finishing is dead-
+    # lettered unrun (each earlier run died with its worker).
+    dead_letters_redeliveries: ClassVar[bool] = True
+
+    @classmethod
+    def on_read(cls, worker: Any, delivery: Any) -> bool:
+        """Called when the worker reads a message of this class: True when it was dealt with
+        here and there is nothing to run (the worker then forgets it)."""
+        return False
+
+    @classmethod
+    def awaits_start(cls, delivery: Any) -> bool:
+        """Whether the delivery must have its start recorded before it runs (it was read
+        ahead): the worker folds that into a later transaction (`start_marks`)."""
+        return False
+
+    @classmethod
+    def start_marks(cls, deliveries: list[Any]) -> tuple[str, dict[str, Any]]:
+        """An SQL expression (and its named parameters) that records the start of
+        `deliveries` and answers the `start_key`s of those it recorded, as an array."""
+        raise NotImplementedError(f"{cls.__name__} has no start to record")
+
+    @classmethod
+    def start_key(cls, delivery: Any) -> Any:
+        return delivery.msg_id
+
+    @classmethod
+    def on_start_marked(cls, delivery: Any, marked: bool) -> None:
+        """After `start_marks` ran: `marked` False means the delivery must not run."""
+
+    @classmethod
+    def release_unstarted(
+        cls, conn: psycopg.Connection, deliveries: list[Any], worker: str
+    ) -> None:
+        """A stopping worker hands back these deliveries it held and never ran (in the
+        transaction that makes their messages visible again)."""
 
     @property
     def conn(self) -> psycopg.Connection:

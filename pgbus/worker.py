@@ -53,6 +53,7 @@ from pgbus.instrumentation import emit, instrument
 from pgbus.jobs import (
     Job,
     JobTransaction,
+    UnknownJobClass,
     current_transaction,
     job_class,
     retry_policy,
@@ -88,7 +89,7 @@ class Delivery:
     read_ct: int
     enqueued_at: datetime
     message: Any  # a JSON object for anything pgbus sent; whatever was written otherwise
-    step: dict[str, Any] | None = None  # a workflow step's attempt, begun at read time
+    context: dict[str, Any] | None = None  # what the read answered beside it (a step's attempt)
     headers: dict[str, Any] | None = None  # (read by consumers only)
 
     @property
@@ -99,7 +100,7 @@ class Delivery:
     def job_name(self) -> str:
         return str(self.fields.get("job_class", "(none)"))
 
-    def context(self) -> dict[str, Any]:
+    def log_context(self) -> dict[str, Any]:
         return {
             "queue": self.queue,
             "job_class": self.job_name,
@@ -123,6 +124,8 @@ class Worker:
         # Messages held at once: one running per thread plus one waiting per thread, so a
         # thread that finishes finds its next job without a round trip to the database.
         self.capacity = 2 * threads
+        # A busy worker reads again once fewer messages than this wait (several in one read).
+        self.low_water = max(1, threads // 2)
         s = settings()
         self.vt = max(1, math.ceil(s.visibility_timeout.total_seconds()))
         self.poll_seconds = s.polling_interval.total_seconds()
@@ -134,14 +137,19 @@ class Worker:
         self._reader_conn: psycopg.Connection | None = None
         self._acks: queue.SimpleQueue[Ack] = queue.SimpleQueue()
         self._unstarted: list[Delivery] = []  # read ahead, cancelled at shutdown
-        # Read ahead, waiting for a thread, in reading order. Each submitted task runs the
-        # first one; a thread ending a workflow step may take the next step itself (its end
-        # marks that step's body started, saving it a transaction of its own).
-        self._pending: collections.deque[Delivery] = collections.deque()
-        self._executing = 0  # threads running a job now
+        # Messages held, not running yet, in reading order. `_ready`: runnable at once; one task
+        # is submitted per entry and runs the first. `_ahead`: read ahead, their start still to
+        # be recorded (Job.awaits_start: a workflow step's body). Recording it is never a
+        # transaction of its own: a thread ending a step takes the first of `_ahead` and records
+        # it with its end; a thread with nothing to run gets one recorded by the next read
+        # (which also starts as many new steps as there are such threads).
+        self._ready: collections.deque[Delivery] = collections.deque()
+        self._ahead: collections.deque[Delivery] = collections.deque()
+        self._busy = 0  # threads holding a delivery (running it, or ending it and taking the next)
         # ... of them, threads ending a workflow step with nothing read ahead to take next: free
-        # within a round trip, so a read now starts its next step at once.
+        # within a round trip, so a read now starts (or marks) their next step at once.
         self._ending = 0
+        self._in_end = 0  # threads ending a step: its message is done with, bar the commit
         self.processed = 0
         self.failed = 0
         # Every thread holds a connection while its job runs; one more each for reads and beats.
@@ -219,24 +227,23 @@ class Worker:
         (with the database unreachable, they come back after the visibility timeout)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
         with self._lock:
-            self._unstarted.extend(self._pending)
-            self._pending.clear()
+            self._unstarted.extend(self._ready)
+            self._unstarted.extend(self._ahead)
+            self._ready.clear()
+            self._ahead.clear()
         if not self._unstarted:
             return
         by_queue: dict[str, list[int]] = {}
+        by_class: dict[type[Job], list[Delivery]] = {}
         for d in self._unstarted:
             by_queue.setdefault(d.queue, []).append(d.msg_id)
-        # Workflow step attempts begun when read go back to scheduled, not left to look stalled.
-        steps = [d.step["step_id"] for d in self._unstarted if d.step and "step_id" in d.step]
+            by_class.setdefault(self._hooks(d), []).append(d)
         try:
             if reachability.down:
                 raise psycopg.OperationalError("the database is unreachable")
             with pool().connection(timeout=SHORT_WAIT) as c, c.transaction():
-                if steps:
-                    c.execute(
-                        "SELECT pgbus.workflow_release_steps(%s::bigint[], %s)",
-                        (steps, self.identity),
-                    )
+                for cls, held in by_class.items():
+                    cls.release_unstarted(c, held, self.identity)
                 for q, ids in by_queue.items():
                     c.execute("SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)", (q, ids))
         except psycopg.Error as exc:  # they come back after the visibility timeout instead
@@ -269,12 +276,17 @@ class Worker:
         backoff = RECONNECT_DELAY
         while not self._stopping.is_set():
             self._wake.clear()
-            free = self.capacity - len(self._in_flight)
+            free = self._free()
             got = 0
-            if free > 0:
+            idle, waiting, marking = self._plan_read()
+            # A free thread reads at once; else the read waits until few messages are left
+            # waiting, and then fetches several in one transaction instead of one per step end.
+            if marking or (free > 0 and (idle > 0 or waiting < self.low_water)):
                 try:
-                    deliveries = self._read(free)
+                    deliveries, marked = self._read(free, idle - len(marking), marking)
                 except psycopg.Error as exc:
+                    with self._lock:
+                        self._ahead.extendleft(reversed(marking))
                     if is_connection_error(exc):
                         # Tried again soon whatever the outage's length: work resumes within a
                         # moment of the server's return.
@@ -288,14 +300,14 @@ class Worker:
                     continue
                 backoff = RECONNECT_DELAY
                 reachability.ok()
+                self._marked(marking, marked)
                 for d in deliveries:
-                    if d.step and d.step.get("stalled"):
-                        self._stall_detected(d)
-                    elif d.step and d.step.get("held"):
-                        self._held(d)
-                    elif d.step and d.step.get("concluded"):
-                        concluded_at_begin(d.step)
-                    else:
+                    try:
+                        handled = self._hooks(d).on_read(self, d)
+                    except Exception as exc:
+                        report_error(exc, {"action": "on_read", **d.log_context()})
+                        handled = True  # (its message comes back after the visibility timeout)
+                    if not handled:
                         self._submit(d)
                 got = len(deliveries)
             if free == 0 or got < free:
@@ -304,13 +316,71 @@ class Worker:
                 log.warning("worker: %s", orphaned_reason())
                 self.stop()
 
-    def _read(self, qty: int) -> list[Delivery]:
+    def _free(self) -> int:
+        """Messages the worker can take now: held ones count, less those of steps being ended
+        (their thread has taken its next one already)."""
+        with self._lock:
+            return self.capacity - len(self._in_flight) + self._in_end
+
+    def _plan_read(self) -> tuple[int, int, list[Delivery]]:
+        """Threads that would start a message now (free, or ending a step with nothing to take
+        next, less the runnable messages waiting for them), and the read-ahead steps the next
+        read marks started for them (taken out of `_ahead` while it runs)."""
+        with self._lock:
+            idle = max(0, self.threads - self._busy + self._ending - len(self._ready))
+            marking = [self._ahead.popleft() for _ in range(min(idle, len(self._ahead)))]
+            waiting = len(self._ready) + len(self._ahead)
+        return idle, waiting, marking
+
+    def _marked(self, marking: list[Delivery], marked: set[Any]) -> None:
+        """Read-ahead deliveries whose start the read recorded run now; one it could not record
+        (a workflow step no longer at that begin: stalled, released, begun again) does not
+        run, and its message, if it is still there, comes back after the visibility timeout."""
+        for d in marking:
+            cls = self._hooks(d)
+            ok = (cls, cls.start_key(d)) in marked
+            cls.on_start_marked(d, ok)
+            if ok:
+                self._submit(d)
+            else:
+                self._finished(d)
+
+    def _read(
+        self, qty: int, start_now: int, marking: list[Delivery]
+    ) -> tuple[list[Delivery], set[Any]]:
+        """Reads up to `qty` messages (`_read_query`), the first `start_now` workflow steps
+        among them started at once; in the same statement (one transaction), records the start
+        of `marking`. Answers the deliveries and the (job class, start key) of each start
+        recorded."""
         started = time.monotonic()
+        query, params = self._read_query(qty, start_now)
+        by_class: dict[type[Job], list[Delivery]] = {}
+        for d in marking:
+            by_class.setdefault(self._hooks(d), []).append(d)
+        classes = list(by_class)
+        marks = []
+        for i, cls in enumerate(classes):  # (one row each, without a queue, before the reads)
+            expression, own = cls.start_marks(by_class[cls])
+            params = {**params, **{f"m{i}_{k}": v for k, v in own.items()}}
+            expression = expression.replace("%(", f"%(m{i}_")
+            marks.append(
+                "SELECT NULL, NULL, NULL, NULL, NULL,"
+                f" jsonb_build_object('marks', {i}, 'marked', to_jsonb({expression}))"
+            )
+        if marks:
+            query = " UNION ALL ".join([*marks, query])
         try:
-            rows = self._reader().execute(*self._read_query(qty)).fetchall()
+            rows = self._reader().execute(query, params).fetchall()
         except psycopg.Error:
             self._close_reader()
             raise
+        marked = {
+            (classes[r[5]["marks"]], key)
+            for r in rows
+            if r[0] is None
+            for key in r[5]["marked"] or ()
+        }
+        rows = [r for r in rows if r[0] is not None]
         emit(
             "pgbus.client.read_batch",
             queue=",".join(self.read_queues),
@@ -318,22 +388,25 @@ class Worker:
             count=len(rows),
             duration=time.monotonic() - started,
         )
-        return [Delivery(*r) for r in rows]
+        return [Delivery(*r) for r in rows], marked
 
-    def _read_query(self, qty: int) -> tuple[str, tuple[Any, ...]]:
-        """The statement that reads up to `qty` messages (its rows make Deliveries)."""
+    def _read_query(self, qty: int, start_now: int) -> tuple[str, dict[str, Any]]:
+        """The statement that reads up to `qty` messages (its rows make Deliveries; named
+        parameters), the first `start_now` workflow steps among them started at once."""
         return (
             "SELECT queue, msg_id, read_ct, enqueued_at, message, context"
-            " FROM pgbus.read_jobs(%s, %s, %s, %s, %s, %s, %s)",
-            (
-                self.read_queues,
-                self.vt,
-                qty,
-                self.identity,
-                self.revision,
-                settings().workflow_stall_action,
-                self._idle_threads(),
-            ),
+            " FROM pgbus.read_jobs(queues => %(queues)s, vt_seconds => %(vt)s, qty => %(qty)s,"
+            " worker => %(worker)s, app_revision => %(revision)s,"
+            " stall_action => %(stall_action)s, start_now => %(start_now)s)",
+            {
+                "queues": self.read_queues,
+                "vt": self.vt,
+                "qty": qty,
+                "worker": self.identity,
+                "revision": self.revision,
+                "stall_action": settings().workflow_stall_action,
+                "start_now": start_now,
+            },
         )
 
     def _reader(self) -> psycopg.Connection:
@@ -386,7 +459,8 @@ class Worker:
                 with pool().connection(timeout=SHORT_WAIT) as c:
                     for q, ids in by_queue.items():
                         c.execute(
-                            "SELECT pgbus.extend_visibility(%s, %s::bigint[], %s)",
+                            "SELECT pgbus.extend_visibility(queue => %s,"
+                            " msg_ids => %s::bigint[], vt_seconds => %s)",
                             (q, ids, self.vt),
                         )
             except psycopg.Error as exc:
@@ -397,36 +471,47 @@ class Worker:
 
     # -- running -------------------------------------------------------------------------
 
-    def _idle_threads(self) -> int:
-        """Threads that would start a message read now at once: the read marks that many
-        workflow steps' bodies as started; the rest are read ahead (marked when they start)."""
+    def holds(self, d: Delivery) -> bool:
+        """Whether this worker holds (runs, or will run) the delivery's message."""
         with self._lock:
-            return max(0, self.threads - self._executing + self._ending - len(self._pending))
+            return (d.queue, d.msg_id) in self._in_flight
 
     def _submit(self, d: Delivery) -> None:
+        awaits = self._hooks(d).awaits_start(d)
         with self._lock:
             self._in_flight[(d.queue, d.msg_id)] = d
-            self._pending.append(d)
+            if awaits:
+                self._ahead.append(d)
+                return
+            self._ready.append(d)
         self._executor.submit(self._run_pending)
 
     def _run_pending(self) -> None:
         with self._lock:
-            if not self._pending:
-                return  # (a thread ending a step took it)
-            d: Delivery | None = self._pending.popleft()
+            if not self._ready:
+                return
+            d: Delivery | None = self._ready.popleft()
+            self._busy += 1
         while d is not None:
             d = self._execute(d)
 
-    def _reserve_next_step(self) -> Delivery | None:
-        """The next read-ahead delivery, when it is a workflow step whose body has not been
-        marked started: the calling thread runs it next, and marks it with its own step's end."""
+    def _reserve_next(self) -> Delivery | None:
+        """The delivery the calling thread runs next, taken while it ends a workflow step: a
+        runnable one first (a step's body marked started already should start soonest), else
+        the first read ahead, whose start that end records. None: the thread is free once its
+        end commits (counted in `_ending` until then)."""
         with self._lock:
-            if self._stopping.is_set() or not self._pending:
-                return None
-            nxt = self._pending[0]
-            if not nxt.step or "step_id" not in nxt.step or nxt.step.get("body_started", True):
-                return None
-            return self._pending.popleft()
+            self._in_end += 1
+            nxt = None
+            if self._stopping.is_set():
+                pass
+            elif self._ready:
+                nxt = self._ready.popleft()
+            elif self._ahead:
+                nxt = self._ahead.popleft()
+            if nxt is None:
+                self._ending += 1
+            return nxt
 
     def _finished(self, d: Delivery) -> None:
         with self._lock:
@@ -435,15 +520,13 @@ class Worker:
 
     def _execute(self, d: Delivery) -> Delivery | None:
         """Runs one delivery; answers the next one this thread took to run (see
-        _reserve_next_step), if any."""
+        _reserve_next), if any."""
         started = time.monotonic()
         latency_ms = self._latency_ms(d)
         cls: type[Job] | None = None
         acknowledged_later = False
         taken: list[Any] = []
         after: list[Callable[[], Any]] = []  # run once the execution's event went out
-        with self._lock:
-            self._executing += 1
         try:
             # One timed event for the whole execution, from before the message is decoded to
             # its outcome: a tracer's span (pgbus.otel) is current throughout, and records the
@@ -452,8 +535,10 @@ class Worker:
             with instrument(name, **payload) as execution:
                 try:
                     cls = self._job_class(d)
-                    # (A workflow step's redeliveries are the stall logic's, not this gate's.)
-                    if d.step is None and d.read_ct > retry_policy(cls)["max_retries"] + 1:
+                    if (
+                        cls.dead_letters_redeliveries
+                        and d.read_ct > retry_policy(cls)["max_retries"] + 1
+                    ):
                         self._dead_letter_unrun(d)
                         return None
                     args, kwargs = self._arguments(d)
@@ -466,28 +551,42 @@ class Worker:
             for fn in after:
                 fn()
         finally:
+            nxt = next((t for t in taken if t is not ENDING), None)
             with self._lock:
-                self._executing -= 1
+                if taken:
+                    self._in_end -= 1
                 if ENDING in taken:
                     self._ending -= 1
+                if nxt is None:
+                    self._busy -= 1  # (free now: the next read starts or marks a step for it)
             if not acknowledged_later:
                 self._finished(d)
-        return next((t for t in taken if t is not ENDING), None)
+            elif nxt is None:
+                self._wake.set()
+        return nxt
 
     def _execution_event(self, d: Delivery) -> tuple[str, dict[str, Any]]:
         """The name and payload of the timed event around one execution."""
-        payload = {**d.context(), "enqueued_at": d.enqueued_at}
-        if d.step:
+        payload = {**d.log_context(), "enqueued_at": d.enqueued_at}
+        if d.context and "workflow_id" in d.context:  # (a workflow step's attempt)
             payload.update(
-                workflow_class=d.step.get("workflow_class"),
-                workflow_id=d.step.get("workflow_id"),
-                step=d.step.get("step_name"),
-                attempt=d.step.get("attempt"),
+                workflow_class=d.context.get("workflow_class"),
+                workflow_id=d.context.get("workflow_id"),
+                step=d.context.get("step_name"),
+                attempt=d.context.get("attempt"),
             )
         return "pgbus.executor.execute", payload
 
     def _job_class(self, d: Delivery) -> type[Job]:
         return job_class(d.job_name)
+
+    def _hooks(self, d: Delivery) -> type[Job]:
+        """The job class whose hooks apply to `d` (Job's own when its class is unknown here:
+        it then fails when run, like any job)."""
+        try:
+            return self._job_class(d)
+        except (UnknownJobClass, KeyError):
+            return Job
 
     def _arguments(self, d: Delivery) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return load_arguments(d.message)
@@ -504,28 +603,21 @@ class Worker:
         execution: dict[str, Any] | None = None,
         after: list[Callable[[], Any]] | None = None,
     ) -> bool:
-        """Runs the job; True when its completion went to the bulk acknowledger. A workflow
-        step may take the next read-ahead step for this thread: it goes into `taken`."""
+        """Runs the job; True when its completion went to the bulk acknowledger. A job that
+        records its own end may take the next delivery for this thread: it goes into `taken`."""
         job = cls()
-        job.step_context = d.step
+        job.read_context = d.context
         job.msg_id, job.read_ct, job.enqueued_at = d.msg_id, d.read_ct, d.enqueued_at
         job.job_id = d.fields.get("job_id", "")
-        if d.step is not None:
+        job.queue_name, job.worker_identity = d.queue, self.identity
+        job.give_up = self._closed.is_set
 
-            def reserve() -> Delivery | None:
-                nxt = self._reserve_next_step()
-                if nxt is not None:
-                    taken.append(nxt)
-                else:
-                    with self._lock:
-                        self._ending += 1
-                    taken.append(ENDING)
-                return nxt
+        def reserve() -> Delivery | None:
+            nxt = self._reserve_next()
+            taken.append(nxt if nxt is not None else ENDING)
+            return nxt
 
-            job.reserve_next = reserve
-            job.give_up = self._closed.is_set
-            job.worker_identity = self.identity
-            job.queue_name = d.queue
+        job.reserve_next = reserve
         try:
             with ExitStack() as stack:
                 job.transaction = JobTransaction(stack)
@@ -544,14 +636,17 @@ class Worker:
                         self._acks.put(Ack(d, started, self._ms_since(started), latency_ms))
                         return True
                     job.conn.execute(
-                        "SELECT pgbus.job_succeeded(%s, %s::bigint, %s, %s, %s, true)",
-                        (
-                            d.queue,
-                            d.msg_id,
-                            self._ms_since(started),
-                            latency_ms,
-                            settings().stats_enabled,
-                        ),
+                        "SELECT pgbus.job_succeeded(queue => %(queue)s,"
+                        " msg_id => %(msg_id)s::bigint, duration_ms => %(duration_ms)s,"
+                        " latency_ms => %(latency_ms)s, record_stats => %(record_stats)s,"
+                        " raise_if_gone => true)",
+                        {
+                            "queue": d.queue,
+                            "msg_id": d.msg_id,
+                            "duration_ms": self._ms_since(started),
+                            "latency_ms": latency_ms,
+                            "record_stats": settings().stats_enabled,
+                        },
                     )
         except Exception as exc:
             if isinstance(exc, psycopg.Error) and exc.sqlstate == MESSAGE_GONE:
@@ -562,8 +657,6 @@ class Worker:
             if execution is not None:  # (a step's failure, dealt with: it still ended the run)
                 execution["exception"], execution["error"] = exc, type(exc).__name__
             return False
-        if taken and getattr(job, "next_marked", False):  # committed with this step's end
-            taken[0].step["body_started"] = True  # type: ignore[index]
         # (After the execution's event, as before it had a start: its commit hooks, then the
         # completion's event.)
         hooks = job.transaction.commit_hooks
@@ -605,15 +698,16 @@ class Worker:
                 done = {
                     row[0]
                     for row in c.execute(
-                        "SELECT * FROM pgbus.jobs_succeeded(%s, %s::bigint[], %s::integer[],"
-                        " %s::bigint[], %s)",
-                        (
-                            q,
-                            [a.delivery.msg_id for a in items],
-                            [a.duration_ms for a in items],
-                            [a.latency_ms for a in items],
-                            settings().stats_enabled,
-                        ),
+                        "SELECT * FROM pgbus.jobs_succeeded(queue => %(queue)s,"
+                        " msg_ids => %(msg_ids)s::bigint[], durations_ms => %(durations)s::integer[],"
+                        " latencies_ms => %(latencies)s::bigint[], record_stats => %(record_stats)s)",
+                        {
+                            "queue": q,
+                            "msg_ids": [a.delivery.msg_id for a in items],
+                            "durations": [a.duration_ms for a in items],
+                            "latencies": [a.latency_ms for a in items],
+                            "record_stats": settings().stats_enabled,
+                        },
                     )
                 }
         except psycopg.Error as exc:
@@ -633,58 +727,7 @@ class Worker:
     def _completed(self, d: Delivery, started: float) -> None:
         with self._lock:
             self.processed += 1
-        emit("pgbus.job_completed", **d.context(), duration=time.monotonic() - started)
-
-    def _held(self, d: Delivery) -> None:
-        """A step message of ours came back (our visibility heartbeat lapsed, say while the
-        database was away). Still running here: the read hid it again. Lost track of: its
-        attempt goes back to scheduled and the message runs again."""
-        with self._lock:
-            if (d.queue, d.msg_id) in self._in_flight:
-                return
-        s = d.step or {}
-        try:
-            with pool().connection() as c, c.transaction():
-                c.execute(
-                    "SELECT pgbus.workflow_release_steps(%s::bigint[], %s)",
-                    ([s["step_id"]], self.identity),
-                )
-                c.execute(
-                    "SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)", (d.queue, [d.msg_id])
-                )
-        except psycopg.Error as exc:  # it comes back after the visibility timeout
-            report_error(exc, {"action": "release_held_step", **d.context()})
-
-    @staticmethod
-    def _stall_detected(d: Delivery) -> None:
-        """A workflow step delivered again while its attempt ran: its worker died. SQL applied
-        the stall action when it read the message."""
-        s = d.step or {}
-        log.warning(
-            "workflow %s step %s: its worker died; %s applied",
-            s.get("workflow_id"),
-            s.get("step_name"),
-            s.get("action"),
-        )
-        emit(
-            "pgbus.workflow.stall_detected",
-            workflow_class=s.get("workflow_class"),
-            workflow_id=s.get("workflow_id"),
-            step=s.get("step_name"),
-            detection="redelivery",
-            action=s.get("action"),
-        )
-        # The run's own event when the stall action moved it (not when it was paused already).
-        if s.get("status") != s.get("was", "running"):
-            from pgbus.workflow.runs import emit_status
-
-            emit_status(
-                str(s.get("workflow_class")),
-                str(s.get("workflow_id")),
-                str(s.get("status")),
-                "pgbus",
-                "pgbus.StepStalled",
-            )
+        emit("pgbus.job_completed", **d.log_context(), duration=time.monotonic() - started)
 
     @staticmethod
     def _finished_elsewhere(d: Delivery) -> None:
@@ -697,31 +740,33 @@ class Worker:
     def _failed(self, d: Delivery, cls: type[Job] | None, exc: Exception, started: float) -> None:
         with self._lock:
             self.failed += 1
-        report_error(exc, {"action": "execute_job", **d.context()})
+        report_error(exc, {"action": "execute_job", **d.log_context()})
         error = error_record(exc, BACKTRACE_LINES)
         try:
             with pool().connection() as c:
                 outcome = c.execute(
-                    "SELECT pgbus.job_failed(%s, %s::bigint, %s, %s, %s, %s)",
-                    (
-                        d.queue,
-                        d.msg_id,
-                        Jsonb(error),
-                        Jsonb(retry_policy(cls)),
-                        self._ms_since(started),
-                        settings().stats_enabled,
-                    ),
+                    "SELECT pgbus.job_failed(queue => %(queue)s, msg_id => %(msg_id)s::bigint,"
+                    " error => %(error)s, policy => %(policy)s, duration_ms => %(duration_ms)s,"
+                    " record_stats => %(record_stats)s)",
+                    {
+                        "queue": d.queue,
+                        "msg_id": d.msg_id,
+                        "error": Jsonb(error),
+                        "policy": Jsonb(retry_policy(cls)),
+                        "duration_ms": self._ms_since(started),
+                        "record_stats": settings().stats_enabled,
+                    },
                 ).fetchone()[0]
         except psycopg.Error as db_exc:
-            report_error(db_exc, {"action": "record_failure", **d.context()})
+            report_error(db_exc, {"action": "record_failure", **d.log_context()})
             return
         self._announce_failure(d, exc, error["class"], outcome)
 
     def _announce_failure(self, d: Delivery, exc: Exception, error: str, outcome: str) -> None:
         """The events of a failed attempt, once its outcome is recorded."""
-        emit("pgbus.job_failed", **d.context(), error=error, exception=exc)
+        emit("pgbus.job_failed", **d.log_context(), error=error, exception=exc)
         if outcome == "dead_lettered":
-            emit("pgbus.job_dead_lettered", **d.context(), error=error)
+            emit("pgbus.job_dead_lettered", **d.log_context(), error=error)
 
     def _dead_letter_unrun(self, d: Delivery) -> None:
         """Delivered more times than it may run: each earlier run died with its worker."""
@@ -731,11 +776,12 @@ class Worker:
         }
         with pool().connection() as c:
             moved = c.execute(
-                "SELECT pgbus.dead_letter(%s, %s::bigint, %s, %s)",
+                "SELECT pgbus.dead_letter(queue => %s, msg_id => %s::bigint, error => %s,"
+                " record_stats => %s)",
                 (d.queue, d.msg_id, Jsonb(error), settings().stats_enabled),
             ).fetchone()[0]
         if moved:
-            emit("pgbus.job_dead_lettered", **d.context(), error=error["class"])
+            emit("pgbus.job_dead_lettered", **d.log_context(), error=error["class"])
 
     @staticmethod
     def _ms_since(started: float) -> int:
@@ -746,38 +792,3 @@ class Worker:
         scheduled = d.fields.get("scheduled_at")
         since = datetime.fromisoformat(scheduled) if scheduled else d.enqueued_at
         return max(0, int((datetime.now(UTC) - since).total_seconds() * 1000))
-
-
-def concluded_at_begin(context: dict[str, Any]) -> None:
-    """A step message that SQL ended when it was read, without running it: a step the
-    definition no longer has (the run paused with StepNotDefined: reported) or a gravestone
-    (skipped). The run's event goes out when its status changed."""
-    from pgbus.workflow.errors import StepNotDefined
-    from pgbus.workflow.runs import emit_status
-
-    error = context.get("error") or None
-    if error is not None:
-        log.warning(
-            "workflow %s step %s: %s; the run is paused",
-            context.get("workflow_id"),
-            context.get("step_name"),
-            error.get("message"),
-        )
-        report_error(
-            StepNotDefined(error.get("message")),
-            {
-                "action": "workflow_begin_step",
-                "workflow_id": context.get("workflow_id"),
-                "workflow_class": context.get("workflow_class"),
-                "step": context.get("step_name"),
-                "attempt": context.get("attempt"),
-            },
-        )
-    if context.get("status") != context.get("was"):
-        emit_status(
-            str(context.get("workflow_class")),
-            str(context.get("workflow_id")),
-            str(context.get("status")),
-            "pgbus",
-            (error or {}).get("class"),
-        )

@@ -247,15 +247,15 @@ class StepInfrastructureFailure(Exception):
     """pgbus's own connection for the step failed while the body ran: not the body's fault."""
 
 
-# Retrying the end, or handing the attempt back, while the database is away.
-INFRA_RETRY_FOR = 120.0
-INFRA_BACKOFF_MAX = 2.0
+INFRA_BACKOFF_MAX = 2.0  # s: the longest pause between two tries while the database is away
 
 
 def _with_retries(what: str, action: Any, give_up: Any = None) -> Any:
-    """`action()`, tried again with backoff while the database is unreachable (a restart): at
-    most INFRA_RETRY_FOR seconds, or until give_up() says so; the last error then escapes."""
-    deadline = time.monotonic() + INFRA_RETRY_FOR
+    """`action()` (a step's end, or handing its attempt back), tried again with backoff while
+    the database is unreachable (a restart, an outage): for at most `workflow_stall_threshold`
+    (past it the sweep stalls the attempt anyway), or until give_up() says so (the worker is
+    stopping); the last error then escapes."""
+    deadline = time.monotonic() + settings().workflow_stall_threshold.total_seconds()
     delay = 0.1
     while True:
         try:
@@ -270,7 +270,7 @@ def _with_retries(what: str, action: Any, give_up: Any = None) -> Any:
                 pool().check()
 
 
-def _on_its_own(query: str, params: tuple[Any, ...]) -> Any:
+def _on_its_own(query: str, params: Any) -> Any:
     """One statement in a transaction of its own on a pooled connection (not the step's,
     which may be gone); its first row."""
     with pool().connection() as conn:
@@ -289,19 +289,81 @@ class StepJob(Job):
 
     job_name = "pgbus.workflow:StepJob"
 
-    # Set by the worker: takes the next read-ahead step this thread will run, so that this
-    # step's end also marks that one's body as started (no transaction of its own). None: no
-    # such step.
-    reserve_next: Any = None
-    next_step: Any = None  # what reserve_next gave
-    next_marked: bool = False  # ... and whether this step's end marked it (once committed)
-    give_up: Any = None  # the worker is closing: stop retrying
-    worker_identity: str | None = None  # the worker that began the attempt
-    queue_name: str = ""
+    # The next delivery this thread runs (Job.reserve_next), taken when this step ends, so that
+    # this end also marks a read-ahead step's body started (no transaction of its own).
+    next_step: Any = None
     failure: Exception | None = None  # why perform raised, when it chose to
+    # (A step's redeliveries are the stall logic's business: pgbus.workflow_begin_step.)
+    dead_letters_redeliveries = False
+
+    # -- the worker's hooks (pgbus.jobs.Job)
+
+    @classmethod
+    def on_read(cls, worker: Any, delivery: Any) -> bool:
+        """What pgbus.read_jobs decided for the step when it read its message: a stall (the
+        stall action applied), a message of a step this worker still runs (held), or a step
+        ended without running (concluded): nothing to run."""
+        context = delivery.context or {}
+        if context.get("stalled"):
+            stall_detected(context)
+        elif context.get("held"):
+            _held(worker, delivery)
+        elif context.get("concluded"):
+            concluded_at_begin(context)
+        else:
+            return False
+        return True
+
+    @classmethod
+    def awaits_start(cls, delivery: Any) -> bool:
+        """A step read ahead: its body is marked started (pgbus.workflow_steps_started) by a
+        later read or by the end of the step its thread runs before it."""
+        context = delivery.context or {}
+        return "step_id" in context and not context.get("body_started", True)
+
+    @classmethod
+    def start_marks(cls, deliveries: list[Any]) -> tuple[str, dict[str, Any]]:
+        return (
+            "pgbus.workflow_steps_started(step_ids => %(ids)s::bigint[],"
+            " begun_at => %(begun_at)s::timestamptz[])",
+            {
+                "ids": [d.context["step_id"] for d in deliveries],
+                "begun_at": [d.context["begun_at"] for d in deliveries],
+            },
+        )
+
+    @classmethod
+    def start_key(cls, delivery: Any) -> Any:
+        return (delivery.context or {}).get("step_id")
+
+    @classmethod
+    def on_start_marked(cls, delivery: Any, marked: bool) -> None:
+        context = delivery.context or {}
+        if marked:
+            context["body_started"] = True
+        else:
+            log.info(
+                "workflow %s step %s: its attempt moved on before the body started; not run",
+                context.get("workflow_id"),
+                context.get("step_name"),
+            )
+
+    @classmethod
+    def release_unstarted(
+        cls, conn: psycopg.Connection, deliveries: list[Any], worker: str
+    ) -> None:
+        """Begun when read, never run: back to scheduled, not left to look stalled."""
+        steps = [d.context["step_id"] for d in deliveries if d.context and "step_id" in d.context]
+        if steps:
+            conn.execute(
+                "SELECT pgbus.workflow_release_steps(step_ids => %s::bigint[], worker => %s)",
+                (steps, worker),
+            )
+
+    # -- running the attempt
 
     def perform(self, workflow_id: str, step_id: int) -> None:
-        context = self.step_context
+        context = self.read_context
         if context is None:
             raise PgbusError("a StepJob runs only when read through pgbus.read_jobs")
         if "begin_error" in context:
@@ -355,23 +417,31 @@ class StepJob(Job):
                 )
                 raise self.failure from outcome.exception
             self.next_step = self.reserve_next() if self.reserve_next is not None else None
-            params = (
-                step_id,
-                outcome.verb,
-                Jsonb(outcome.output) if outcome.output is not None else None,
-                Jsonb(outcome.error) if outcome.error else None,
-                timedelta(seconds=outcome.wait) if outcome.wait else None,
-                outcome.reason,
-                outcome.signal_id,
-                Jsonb(outcome.fan_out) if outcome.fan_out is not None else None,
-                outcome.seen_signal_id,
-                self.begun_at,
+            params: dict[str, Any] = {
+                "step_id": step_id,
+                "verb": outcome.verb,
+                "output": Jsonb(outcome.output) if outcome.output is not None else None,
+                "error": Jsonb(outcome.error) if outcome.error else None,
+                "wait": timedelta(seconds=outcome.wait) if outcome.wait else None,
+                "reason": outcome.reason,
+                "signal_id": outcome.signal_id,
+                "fan_out": Jsonb(outcome.fan_out) if outcome.fan_out is not None else None,
+                "seen_signal_id": outcome.seen_signal_id,
+                "begun_at": self.begun_at,
+            }
+            query = (
+                "SELECT pgbus.workflow_end_step(step_id => %(step_id)s, verb => %(verb)s,"
+                " output => %(output)s, error => %(error)s, wait => %(wait)s,"
+                " reason => %(reason)s, signal_id => %(signal_id)s, fan_out => %(fan_out)s,"
+                " seen_signal_id => %(seen_signal_id)s, begun_at => %(begun_at)s)"
             )
-            query = "SELECT pgbus.workflow_end_step(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            if self.next_step is not None:
-                nxt = self.next_step.step
-                query += ", pgbus.workflow_steps_started(%s::bigint[], %s::timestamptz[])"
-                params += ([nxt["step_id"]], [nxt["begun_at"]])
+            nxt = self.next_step if self.next_step is not None else None
+            # (Another step read ahead: its body is marked started by this same end.)
+            marks = nxt is not None and nxt.job_name == StepJob.job_name and self.awaits_start(nxt)
+            if marks:
+                expression, own = self.start_marks([nxt])
+                query += ", " + expression.replace("%(", "%(next_")
+                params.update({f"next_{k}": v for k, v in own.items()})
             self._end = (query, params)
             # In the step's transaction when the body wrote in it; else on its own, which is
             # one round trip, tried again while the database is away (a second end of the same
@@ -385,8 +455,10 @@ class StepJob(Job):
                     self.give_up,
                 )
             result = row[0]
-            if self.next_step is not None:
-                self.next_marked = self.next_step.step["step_id"] in (row[1] or [])
+            if marks:
+                # (Marked once this end commits; if it rolls back, the next step marks itself.)
+                marked = self.start_key(nxt) in (row[1] or [])
+                self.transaction.on_commit(lambda: self.on_start_marked(nxt, marked))
             self.acknowledged = True
             if not result.get("ok"):
                 if self.transaction.begun:
@@ -404,7 +476,8 @@ class StepJob(Job):
         marked = _with_retries(
             "marking a step started",
             lambda: _on_its_own(
-                "SELECT pgbus.workflow_steps_started(%s::bigint[], %s::timestamptz[])",
+                "SELECT pgbus.workflow_steps_started(step_ids => %s::bigint[],"
+                " begun_at => %s::timestamptz[])",
                 ([self.step_id], [self.begun_at]),
             ),
             self.give_up,
@@ -436,7 +509,6 @@ class StepJob(Job):
             and time.monotonic() > deadline
         ):
             exc = StepTimedOut(f"step {self.step['step']} ran past its timeout")
-        self.next_marked = False  # (that mark rolled back with the end)
         if isinstance(exc, StepEndRefused):
             self._log_refused(exc.result, rolled_back=True)
             # The refusal's own bookkeeping (archive the message, record the superseded end)
@@ -464,7 +536,8 @@ class StepJob(Job):
                 answer = _with_retries(
                     "timing out a step",
                     lambda: _on_its_own(
-                        "SELECT pgbus.workflow_time_out_step_answer(%s, %s, %s)",
+                        "SELECT pgbus.workflow_time_out_step_answer(step_id => %s,"
+                        " begun_at => %s, action => %s)",
                         (self.step_id, self.begun_at, action),
                     ),
                     self.give_up,
@@ -507,7 +580,8 @@ class StepJob(Job):
                 answer = _with_retries(
                     "recording a failed step end",
                     lambda: _on_its_own(
-                        "SELECT pgbus.workflow_end_failed(%s, %s, %s)",
+                        "SELECT pgbus.workflow_end_failed(step_id => %s, error => %s,"
+                        " begun_at => %s)",
                         (self.step_id, Jsonb(error), self.begun_at),
                     ),
                     self.give_up,
@@ -546,7 +620,7 @@ class StepJob(Job):
         def run() -> None:
             with pool().connection() as c, c.transaction():
                 c.execute(
-                    "SELECT pgbus.workflow_release_steps(%s::bigint[], %s)",
+                    "SELECT pgbus.workflow_release_steps(step_ids => %s::bigint[], worker => %s)",
                     ([self.step_id], self.worker_identity),
                 )
                 c.execute(
@@ -558,6 +632,87 @@ class StepJob(Job):
             _with_retries("handing a step back", run, self.give_up)
         except psycopg.Error as db_exc:  # its message comes back after the visibility timeout
             report_error(db_exc, {"action": "workflow_release_steps", **self.step})
+
+
+def _held(worker: Any, delivery: Any) -> None:
+    """A step message of ours came back (our visibility heartbeat lapsed, say while the
+    database was away). Still running here: the read hid it again. Lost track of: its
+    attempt goes back to scheduled and the message runs again."""
+    if worker.holds(delivery):
+        return
+    context = delivery.context or {}
+    try:
+        with pool().connection() as c, c.transaction():
+            c.execute(
+                "SELECT pgbus.workflow_release_steps(step_ids => %s::bigint[], worker => %s)",
+                ([context["step_id"]], worker.identity),
+            )
+            c.execute(
+                "SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)",
+                (delivery.queue, [delivery.msg_id]),
+            )
+    except psycopg.Error as exc:  # it comes back after the visibility timeout
+        report_error(exc, {"action": "release_held_step", **delivery.log_context()})
+
+
+def stall_detected(context: dict[str, Any]) -> None:
+    """A workflow step delivered again while its attempt ran: its worker died. SQL applied
+    the stall action when it read the message."""
+    log.warning(
+        "workflow %s step %s: its worker died; %s applied",
+        context.get("workflow_id"),
+        context.get("step_name"),
+        context.get("action"),
+    )
+    emit(
+        "pgbus.workflow.stall_detected",
+        workflow_class=context.get("workflow_class"),
+        workflow_id=context.get("workflow_id"),
+        step=context.get("step_name"),
+        detection="redelivery",
+        action=context.get("action"),
+    )
+    # The run's own event when the stall action moved it (not when it was paused already).
+    if context.get("status") != context.get("was", "running"):
+        emit_status(
+            str(context.get("workflow_class")),
+            str(context.get("workflow_id")),
+            str(context.get("status")),
+            "pgbus",
+            "pgbus.StepStalled",
+        )
+
+
+def concluded_at_begin(context: dict[str, Any]) -> None:
+    """A step message that SQL ended when it was read, without running it: a step the
+    definition no longer has (the run paused with StepNotDefined: reported) or a gravestone
+    (skipped). The run's event goes out when its status changed."""
+    error = context.get("error") or None
+    if error is not None:
+        log.warning(
+            "workflow %s step %s: %s; the run is paused",
+            context.get("workflow_id"),
+            context.get("step_name"),
+            error.get("message"),
+        )
+        report_error(
+            StepNotDefined(error.get("message")),
+            {
+                "action": "workflow_begin_step",
+                "workflow_id": context.get("workflow_id"),
+                "workflow_class": context.get("workflow_class"),
+                "step": context.get("step_name"),
+                "attempt": context.get("attempt"),
+            },
+        )
+    if context.get("status") != context.get("was"):
+        emit_status(
+            str(context.get("workflow_class")),
+            str(context.get("workflow_id")),
+            str(context.get("status")),
+            "pgbus",
+            (error or {}).get("class"),
+        )
 
 
 def publish(
@@ -592,7 +747,7 @@ class BatchFinishedJob(Job):
 
     def perform(self, properties: dict[str, Any]) -> None:
         result = self.conn.execute(
-            "SELECT pgbus.workflow_fan_out_finished(%s)", (properties["step_id"],)
+            "SELECT pgbus.workflow_fan_out_finished(step_id => %s)", (properties["step_id"],)
         ).fetchone()[0]
         if result["ok"]:
             self.transaction.on_commit(

@@ -23,7 +23,7 @@ from pgbus.config import settings
 from pgbus.db import pool
 from pgbus.errors import PgbusError
 from pgbus.jobs import Job, JobTransaction, current_transaction
-from pgbus.workflow.runner import BatchFinishedJob, StepJob
+from pgbus.workflow.runner import BatchFinishedJob, StepJob, concluded_at_begin
 from pgbus.workflow.runs import WorkflowRun, emit_status
 
 
@@ -66,22 +66,22 @@ def perform_next_step(run: WorkflowRun) -> str:
         if message is None:
             raise NothingToRun(f"the message of step {step['step_name']} is gone")
         context = c.execute(
-            "SELECT pgbus.workflow_begin_step(%s, %s, %s, 'inline', %s, %s)",
-            (
-                step["queue"],
-                step["msg_id"],
-                Jsonb(message[0]),
-                settings().revision(),
-                settings().workflow_stall_action,
-            ),
+            "SELECT pgbus.workflow_begin_step(queue => %(queue)s, msg_id => %(msg_id)s,"
+            " message => %(message)s, worker => 'inline', app_revision => %(revision)s,"
+            " stall_action => %(stall_action)s)",
+            {
+                "queue": step["queue"],
+                "msg_id": step["msg_id"],
+                "message": Jsonb(message[0]),
+                "revision": settings().revision(),
+                "stall_action": settings().workflow_stall_action,
+            },
         ).fetchone()[0]
     if context is not None and context.get("concluded"):
-        from pgbus.worker import concluded_at_begin
-
         concluded_at_begin(context)
     elif context is not None and not context.get("stalled"):
         job = StepJob()
-        job.step_context = context
+        job.read_context = context
         job.msg_id, job.read_ct = step["msg_id"], 1
         _perform_inline(job, str(run.workflow_id), step["step_id"])
     return run.status()
