@@ -161,7 +161,7 @@ class DataSource:
 
     def summary(self, count_limit: int | None = PAGE_COUNT_LIMIT) -> dict[str, Any]:
         return self._value(
-            "SELECT pgbus.dashboard_summary(%s, %s, %s)",
+            "SELECT pgbus.dashboard_summary(stalled_after => %s, stale_after => %s, count_limit => %s)",
             (self._stalled_after(), self._stale_after(), count_limit),
         )
 
@@ -173,9 +173,12 @@ class DataSource:
         stalled, stale = self._stalled_after(), self._stale_after()
         reuse_within = self._reuse_within() if reuse else None
         return self._one(
-            "WITH f AS MATERIALIZED (SELECT pgbus.queue_figures(%s, %s::integer, %s::interval) AS qs)"
-            " SELECT f.qs AS queues, pgbus.dashboard_summary(%s, %s, %s::integer, f.qs) AS summary,"
-            " pgbus.health_verdict(%s, %s, count_limit => %s::integer, queue_figures => f.qs) AS verdict"
+            "WITH f AS MATERIALIZED (SELECT pgbus.queue_figures(alive_within => %s,"
+            " count_limit => %s::integer, reuse_within => %s::interval) AS qs)"
+            " SELECT f.qs AS queues, pgbus.dashboard_summary(stalled_after => %s,"
+            " stale_after => %s, count_limit => %s::integer, queue_figures => f.qs) AS summary,"
+            " pgbus.health_verdict(stalled_after => %s, stale_after => %s,"
+            " count_limit => %s::integer, queue_figures => f.qs) AS verdict"
             " FROM f",
             (
                 stale,
@@ -196,7 +199,7 @@ class DataSource:
         """Every queue's figures; count_limit=None counts every message (slower); reuse=True
         reuses a big queue's recent capped figures (see _reuse_within)."""
         return self._rows(
-            "SELECT * FROM pgbus.queue_stats(NULL, %s, %s, %s::interval)",
+            "SELECT * FROM pgbus.queue_stats(only_queue => NULL, alive_within => %s, count_limit => %s, reuse_within => %s::interval)",
             (self._stale_after(), count_limit, self._reuse_within() if reuse else None),
         )
 
@@ -208,14 +211,15 @@ class DataSource:
 
     def queue(self, name: str, count_limit: int | None = PAGE_COUNT_LIMIT) -> dict[str, Any] | None:
         return self._one(
-            "SELECT * FROM pgbus.queue_stats(%s, %s, %s)", (name, self._stale_after(), count_limit)
+            "SELECT * FROM pgbus.queue_stats(only_queue => %s, alive_within => %s, count_limit => %s)",
+            (name, self._stale_after(), count_limit),
         )
 
     def queue_messages(
         self, name: str, before_id: int | None = None, page_size: int = 25
     ) -> list[dict[str, Any]]:
         return self._rows(
-            "SELECT * FROM pgbus.queue_messages(%s, %s, %s, %s)",
+            "SELECT * FROM pgbus.queue_messages(queue => %s, before_id => %s, page_size => %s, alive_within => %s)",
             (name, before_id, page_size, self._stale_after()),
         )
 
@@ -229,7 +233,7 @@ class DataSource:
     ) -> list[dict[str, Any]]:
         at, q, i = before if before else (None, None, None)
         return self._rows(
-            "SELECT * FROM pgbus.messages_across(%s, %s, %s, %s, %s, %s, %s)",
+            "SELECT * FROM pgbus.messages_across(dead_letters => %s, only_queue => %s, before_at => %s, before_queue => %s, before_id => %s, page_size => %s, alive_within => %s)",
             (dead_letters, queue, at, q, i, page_size, self._stale_after()),
         )
 
@@ -239,13 +243,14 @@ class DataSource:
         """The cursor `skip` messages into messages()' list (pgbus.messages_cursor): pass it
         as `before` to read from message skip + 1. None when fewer messages wait."""
         row = self._one(
-            "SELECT * FROM pgbus.messages_cursor(%s, %s, %s)", (dead_letters, queue, skip)
+            "SELECT * FROM pgbus.messages_cursor(dead_letters => %s, only_queue => %s, skip => %s)",
+            (dead_letters, queue, skip),
         )
         return (row["before_at"], row["before_queue"], row["before_id"]) if row else None
 
     def message(self, queue: str, msg_id: int) -> dict[str, Any] | None:
         return self._one(
-            "SELECT * FROM pgbus.queue_message(%s, %s::bigint, %s)",
+            "SELECT * FROM pgbus.queue_message(queue => %s, id => %s::bigint, alive_within => %s)",
             (queue, msg_id, self._stale_after()),
         )
 
@@ -258,7 +263,7 @@ class DataSource:
     ) -> list[dict[str, Any]]:
         at, q, i = before if before else (None, None, None)
         return self._rows(
-            "SELECT * FROM pgbus.failed_jobs(%s, %s, %s, %s, %s, %s)",
+            "SELECT * FROM pgbus.failed_jobs(only_queue => %s, before_at => %s, before_queue => %s, before_id => %s, page_size => %s, alive_within => %s)",
             (queue, at, q, i, page_size, self._stale_after()),
         )
 
@@ -269,7 +274,7 @@ class DataSource:
 
     def processes(self) -> list[dict[str, Any]]:
         return self._rows(
-            "SELECT * FROM pgbus.process_status(%s, %s)",
+            "SELECT * FROM pgbus.process_status(stalled_after => %s, stale_after => %s)",
             (self._stalled_after(), self._stale_after()),
         )
 
@@ -296,8 +301,9 @@ class DataSource:
         """The verdict OK / DEGRADED / STALLED with its reasons (pgbus.health_verdict);
         reuse=True reuses a big queue's recent capped figures (see _reuse_within)."""
         return self._value(
-            "SELECT pgbus.health_verdict(%s, %s, count_limit => %s, queue_figures =>"
-            " pgbus.queue_figures(%s, %s, %s::interval))",
+            "SELECT pgbus.health_verdict(stalled_after => %s, stale_after => %s,"
+            " count_limit => %s, queue_figures =>"
+            " pgbus.queue_figures(alive_within => %s, count_limit => %s, reuse_within => %s::interval))",
             (
                 self._stalled_after(),
                 self._stale_after(),
@@ -320,7 +326,10 @@ class DataSource:
         return self._one("SELECT * FROM pgbus.recurring_task_list WHERE key = %s", (key,))
 
     def recurring_executions(self, key: str, limit: int = 25) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM pgbus.recurring_executions_of(%s, %s)", (key, limit))
+        return self._rows(
+            "SELECT * FROM pgbus.recurring_executions_of(task_key => %s, max_rows => %s)",
+            (key, limit),
+        )
 
     def fleet_status(self) -> dict[str, Any]:
         return self._value("SELECT pgbus.fleet_status(%s)", (self._stale_after(),))
@@ -334,7 +343,9 @@ class DataSource:
         )
 
     def deploy_task_runs(self, key: str, limit: int = 25) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM pgbus.deploy_task_runs_of(%s, %s)", (key, limit))
+        return self._rows(
+            "SELECT * FROM pgbus.deploy_task_runs_of(task_key => %s, max_rows => %s)", (key, limit)
+        )
 
     # -- workflows -----------------------------------------------------------------------
 
@@ -395,7 +406,7 @@ class DataSource:
         """Everything a run's page shows (pgbus.workflow_detail), or None. Its times (JSON
         text) come back as datetimes."""
         detail = self._value(
-            "SELECT pgbus.workflow_detail(%s::uuid, %s)",
+            "SELECT pgbus.workflow_detail(workflow_id => %s::uuid, overdue_after => %s)",
             (workflow_id, settings().workflow_overdue_after),
         )
         if detail is not None:
@@ -419,7 +430,8 @@ class DataSource:
     def workflow_definitions(self, window: str = "24h") -> list[dict[str, Any]]:
         """One row per workflow class over the window (capped at workflow_retention)."""
         return self._rows(
-            "SELECT * FROM pgbus.workflow_definitions_overview(%s, %s, now(), %s, %s, %s)",
+            "SELECT * FROM pgbus.workflow_definitions_overview(window_name => %s, retention => %s,"
+            " as_of => now(), stall_threshold => %s, overdue_after => %s, waiting_threshold => %s)",
             (window, settings().workflow_retention, *self._workflow_thresholds()),
         )
 
@@ -431,7 +443,9 @@ class DataSource:
         definition or run has the name."""
         s = settings()
         return self._value(
-            "SELECT pgbus.workflow_class_page(%s, %s, %s, %s, %s, %s, %s, 5)",
+            "SELECT pgbus.workflow_class_page(workflow_class => %s, window_name => %s, time_zone => %s,"
+            " retention => %s, stall_threshold => %s, overdue_after => %s, waiting_threshold => %s,"
+            " max_revisions => 5)",
             (
                 workflow_class,
                 window,
@@ -450,13 +464,15 @@ class DataSource:
         retention = settings().workflow_retention
         if block == "throughput":
             return self._value(
-                "SELECT pgbus.workflow_class_throughput(%s, %s, %s, %s)",
+                "SELECT pgbus.workflow_class_throughput(workflow_class => %s, window_name => %s, time_zone => %s, retention => %s)",
                 (workflow_class, window, settings().web_time_zone, retention),
             )
         if block in ("steps", "steps+revisions"):
             # "steps+revisions": the pipeline with the last five revisions, one read.
             return self._value(
-                "SELECT pgbus.workflow_class_steps(%s, %s, %s, now(), %s, %s, %s, %s)",
+                "SELECT pgbus.workflow_class_steps(workflow_class => %s, window_name => %s,"
+                " retention => %s, as_of => now(), stall_threshold => %s, overdue_after => %s,"
+                " waiting_threshold => %s, max_revisions => %s)",
                 (
                     workflow_class,
                     window,
@@ -475,13 +491,14 @@ class DataSource:
     def workflow_attention(self, only_class: str | None = None) -> list[dict[str, Any]]:
         """Stuck runs grouped by class, step, reason and error class."""
         return self._rows(
-            "SELECT * FROM pgbus.workflow_attention(%s, %s, %s, %s)",
+            "SELECT * FROM pgbus.workflow_attention(only_class => %s, stall_threshold => %s, overdue_after => %s, waiting_threshold => %s)",
             (only_class, *self._workflow_thresholds()),
         )
 
     def workflow_home_card(self) -> dict[str, Any]:
         return self._value(
-            "SELECT pgbus.workflow_home_card(%s, %s, %s)", self._workflow_thresholds()
+            "SELECT pgbus.workflow_home_card(stall_threshold => %s, overdue_after => %s, waiting_threshold => %s)",
+            self._workflow_thresholds(),
         )
 
     def workflow_command(
@@ -497,7 +514,7 @@ class DataSource:
         try:
             with self._conn() as conn:
                 return conn.execute(
-                    "SELECT pgbus.workflow_command(%s::uuid, %s, %s, %s, %s) AS outcome",
+                    "SELECT pgbus.workflow_command(workflow_id => %s::uuid, verb => %s, actor => %s, reason => %s, params => %s) AS outcome",
                     (workflow_id, verb, actor, reason, Jsonb(params or {})),
                 ).fetchone()["outcome"]
         except psycopg.Error as exc:
@@ -510,7 +527,7 @@ class DataSource:
         try:
             with self._conn() as conn:
                 return conn.execute(
-                    "SELECT pgbus.workflow_attention_act(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    "SELECT pgbus.workflow_attention_act(verb => %s, workflow_class => %s, step_name => %s, reason => %s, error_class => %s, actor => %s, why => %s, max_runs => %s, stall_threshold => %s, overdue_after => %s, waiting_threshold => %s)"
                     " AS outcome",
                     (
                         verb,
@@ -562,50 +579,62 @@ def _param(v: Any) -> Any:
 # action name -> (statement, argument names in order; the actor comes last)
 ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "recurring_task_toggle": (
-        "SELECT pgbus.recurring_task_toggle(%s, %s, %s) AS outcome",
+        "SELECT pgbus.recurring_task_toggle(task_key => %s, enabled => %s, actor => %s) AS outcome",
         ("task_key", "enabled"),
     ),
     "recurring_task_run_now": (
-        "SELECT pgbus.recurring_task_run_now(%s, %s) AS outcome",
+        "SELECT pgbus.recurring_task_run_now(task_key => %s, actor => %s) AS outcome",
         ("task_key",),
     ),
     "deploy_task_toggle": (
-        "SELECT pgbus.deploy_task_toggle(%s, %s, %s) AS outcome",
+        "SELECT pgbus.deploy_task_toggle(task_key => %s, enabled => %s, actor => %s) AS outcome",
         ("task_key", "enabled"),
     ),
     "deploy_task_run_now": (
-        "SELECT pgbus.deploy_task_run_now_by(%s, %s) AS outcome",
+        "SELECT pgbus.deploy_task_run_now_by(task_key => %s, actor => %s) AS outcome",
         ("task_key",),
     ),
-    "queue_pause": ("SELECT pgbus.queue_pause(%s, %s, %s) AS outcome", ("queue", "reason")),
-    "queue_resume": ("SELECT pgbus.queue_resume(%s, %s) AS outcome", ("queue",)),
-    "queue_purge": ("SELECT pgbus.queue_purge(%s, %s) AS outcome", ("queue",)),
-    "queue_delete": ("SELECT pgbus.queue_delete(%s, %s) AS outcome", ("queue",)),
+    "queue_pause": (
+        "SELECT pgbus.queue_pause(queue => %s, reason => %s, actor => %s) AS outcome",
+        ("queue", "reason"),
+    ),
+    "queue_resume": ("SELECT pgbus.queue_resume(queue => %s, actor => %s) AS outcome", ("queue",)),
+    "queue_purge": ("SELECT pgbus.queue_purge(queue => %s, actor => %s) AS outcome", ("queue",)),
+    "queue_delete": ("SELECT pgbus.queue_delete(queue => %s, actor => %s) AS outcome", ("queue",)),
     "message_retry": (
-        "SELECT pgbus.message_retry(%s, %s::bigint, %s) AS outcome",
+        "SELECT pgbus.message_retry(queue => %s, msg_id => %s::bigint, actor => %s) AS outcome",
         ("queue", "msg_id"),
     ),
     "message_discard": (
-        "SELECT pgbus.message_discard(%s, %s::bigint, %s) AS outcome",
+        "SELECT pgbus.message_discard(queue => %s, msg_id => %s::bigint, actor => %s) AS outcome",
         ("queue", "msg_id"),
     ),
-    "messages_retry": ("SELECT pgbus.messages_retry(%s, %s) AS outcome", ("items",)),
-    "messages_discard": ("SELECT pgbus.messages_discard(%s, %s) AS outcome", ("items",)),
+    "messages_retry": (
+        "SELECT pgbus.messages_retry(items => %s, actor => %s) AS outcome",
+        ("items",),
+    ),
+    "messages_discard": (
+        "SELECT pgbus.messages_discard(items => %s, actor => %s) AS outcome",
+        ("items",),
+    ),
     "jobs_discard_enqueued": (
-        "SELECT pgbus.jobs_discard_enqueued(%s, %s, %s) AS outcome",
+        "SELECT pgbus.jobs_discard_enqueued(queue => %s, max_items => %s, actor => %s) AS outcome",
         ("queue", "limit"),
     ),
     "dead_letter_retry": (
-        "SELECT pgbus.dead_letter_retry(%s, %s::bigint, %s) AS outcome",
+        "SELECT pgbus.dead_letter_retry(queue => %s, msg_id => %s::bigint, actor => %s) AS outcome",
         ("queue", "msg_id"),
     ),
-    "dead_letters_retry": ("SELECT pgbus.dead_letters_retry(%s, %s) AS outcome", ("items",)),
+    "dead_letters_retry": (
+        "SELECT pgbus.dead_letters_retry(items => %s, actor => %s) AS outcome",
+        ("items",),
+    ),
     "dead_letters_retry_all": (
-        "SELECT pgbus.dead_letters_retry_all(%s, %s) AS outcome",
+        "SELECT pgbus.dead_letters_retry_all(max_items => %s, actor => %s) AS outcome",
         ("limit",),
     ),
     "dead_letters_discard_all": (
-        "SELECT pgbus.dead_letters_discard_all(%s, %s) AS outcome",
+        "SELECT pgbus.dead_letters_discard_all(max_items => %s, actor => %s) AS outcome",
         ("limit",),
     ),
     # One outside verb on one run, for a caller that read it first (MCP write tools): the

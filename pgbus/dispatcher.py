@@ -70,11 +70,15 @@ def workflow_sweep_report(result: dict[str, Any]) -> int:
         )
     for failed in result.get("failed", ()):
         error = failed.get("error") or {}
+        what = (
+            f"the {failed.get('repair')} repair of run {failed['workflow_id']}"
+            f" ({failed.get('workflow_class')}, step {failed.get('step')})"
+            if failed.get("workflow_id")
+            else f"the {failed.get('repair')} cleanup"
+        )
         report_error(
             SweepRepairFailed(
-                f"workflow sweep: the {failed.get('repair')} repair of run"
-                f" {failed['workflow_id']} ({failed['workflow_class']}, step {failed.get('step')})"
-                f" failed: {error.get('message')} ({error.get('sqlstate')})"
+                f"workflow sweep: {what} failed: {error.get('message')} ({error.get('sqlstate')})"
             ),
             {"action": "workflow_sweep", **failed},
         )

@@ -278,7 +278,9 @@ def bind_all(conn: psycopg.Connection | None = None, topics: Iterable[str] | Non
         for s in subscriptions(topics):
             try:
                 new += bool(
-                    c.execute("SELECT pgbus.subscribe(%s, %s)", (s.pattern, s.queue)).fetchone()[0]
+                    c.execute(
+                        "SELECT pgbus.subscribe(pattern => %s, queue => %s)", (s.pattern, s.queue)
+                    ).fetchone()[0]
                 )
             except psycopg.Error as exc:
                 if exc.sqlstate == INVALID_PARAMETER:
@@ -308,7 +310,7 @@ def publish(
     try:
         with connection(conn) as c:
             event_id, deliveries = c.execute(
-                "SELECT event_id, deliveries FROM pgbus.publish(%s, %s, %s, %s)",
+                "SELECT event_id, deliveries FROM pgbus.publish(routing_key => %s, payload => %s, headers => %s, delay_seconds => %s)",
                 (
                     routing_key,
                     Jsonb(payload),

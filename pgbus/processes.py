@@ -70,7 +70,8 @@ class ProcessRecord:
     def beat(self) -> None:
         with pool().connection(timeout=SHORT_WAIT) as c:
             alive = c.execute(
-                "SELECT pgbus.process_heartbeat(%s, %s)", (self.id, Jsonb(self.metadata()))
+                "SELECT pgbus.process_heartbeat(process_id => %s, metadata => %s)",
+                (self.id, Jsonb(self.metadata())),
             ).fetchone()[0]
         if not alive:  # pruned while we were unreachable: come back
             self.register()

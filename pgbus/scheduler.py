@@ -147,7 +147,8 @@ class Scheduler:
                         continue
                     try:
                         result = c.execute(
-                            "SELECT pgbus.recurring_fire(%s, %s)", (key, run_at)
+                            "SELECT pgbus.recurring_fire(task_key => %s, run_at => %s)",
+                            (key, run_at),
                         ).fetchone()[0]
                     except Exception as exc:
                         report_error(exc, {"action": "recurring_fire", "task": key})

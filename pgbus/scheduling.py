@@ -434,7 +434,9 @@ def run_recurring_now(key: str, conn: Any = None) -> dict[str, Any]:
 
 
 def set_recurring_enabled(key: str, enabled: bool, conn: Any = None) -> dict[str, Any]:
-    return _call("SELECT pgbus.recurring_set_enabled(%s, %s)", (key, enabled), conn)
+    return _call(
+        "SELECT pgbus.recurring_set_enabled(task_key => %s, enabled => %s)", (key, enabled), conn
+    )
 
 
 def run_deploy_task_now(key: str, conn: Any = None) -> dict[str, Any]:
@@ -443,14 +445,20 @@ def run_deploy_task_now(key: str, conn: Any = None) -> dict[str, Any]:
     from pgbus.config import settings
     from pgbus.scheduler import emit_deploy_enqueue
 
-    result = _call("SELECT pgbus.deploy_task_run_now(%s, %s)", (key, settings().revision()), conn)
+    result = _call(
+        "SELECT pgbus.deploy_task_run_now(task_key => %s, revision => %s)",
+        (key, settings().revision()),
+        conn,
+    )
     if result.get("ok"):
         emit_deploy_enqueue(result)
     return result
 
 
 def set_deploy_task_enabled(key: str, enabled: bool, conn: Any = None) -> dict[str, Any]:
-    return _call("SELECT pgbus.deploy_task_set_enabled(%s, %s)", (key, enabled), conn)
+    return _call(
+        "SELECT pgbus.deploy_task_set_enabled(task_key => %s, enabled => %s)", (key, enabled), conn
+    )
 
 
 def _rows(query: str, params: tuple[Any, ...], conn: Any = None) -> list[dict[str, Any]]:
@@ -468,7 +476,11 @@ def recurring_tasks(conn: Any = None) -> list[dict[str, Any]]:
 
 
 def recurring_executions(key: str, limit: int = 25, conn: Any = None) -> list[dict[str, Any]]:
-    return _rows("SELECT * FROM pgbus.recurring_executions_of(%s, %s)", (key, limit), conn)
+    return _rows(
+        "SELECT * FROM pgbus.recurring_executions_of(task_key => %s, max_rows => %s)",
+        (key, limit),
+        conn,
+    )
 
 
 def fleet_status(conn: Any = None) -> dict[str, Any]:
@@ -489,7 +501,11 @@ def deploy_tasks(conn: Any = None) -> list[dict[str, Any]]:
 
 
 def deploy_task_runs(key: str, limit: int = 25, conn: Any = None) -> list[dict[str, Any]]:
-    return _rows("SELECT * FROM pgbus.deploy_task_runs_of(%s, %s)", (key, limit), conn)
+    return _rows(
+        "SELECT * FROM pgbus.deploy_task_runs_of(task_key => %s, max_rows => %s)",
+        (key, limit),
+        conn,
+    )
 
 
 def recurring_overview(
@@ -497,7 +513,9 @@ def recurring_overview(
 ) -> dict[str, Any]:
     """{"recurring_tasks": [...], "total", "has_more"}: every task, or one page (MCP
     pgbus_recurring)."""
-    return _call("SELECT pgbus.recurring_overview(%s, %s)", (page, per_page), conn)
+    return _call(
+        "SELECT pgbus.recurring_overview(page => %s, per_page => %s)", (page, per_page), conn
+    )
 
 
 def deploy_tasks_overview(recent: int = 5, conn: Any = None) -> dict[str, Any]:
@@ -506,7 +524,7 @@ def deploy_tasks_overview(recent: int = 5, conn: Any = None) -> dict[str, Any]:
     from pgbus.config import settings
 
     return _call(
-        "SELECT pgbus.deploy_tasks_overview(%s, %s)",
+        "SELECT pgbus.deploy_tasks_overview(live_within => %s, recent => %s)",
         (settings().stale_process_threshold, recent),
         conn,
     )
