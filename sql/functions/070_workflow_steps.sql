@@ -67,7 +67,8 @@ DROP FUNCTION IF EXISTS pgbus.workflow_begin_step(text, bigint, jsonb, text, tex
 -- Called for every StepJob message a worker reads (by pgbus.read_jobs, in the same
 -- transaction). Answers the attempt's context to run it; {"stalled": true, ...} when the
 -- message came back while its attempt's body ran (its worker died: the stall action applied, the
--- message is archived); {"held": true, ...} when the reading worker is the one running it; or NULL when there is nothing to run: the message was stale
+-- message is archived; when that worker is still registered, only the second time the message
+-- comes back, so that a worker cut off by an outage can take it back meanwhile); {"held": true, ...} when the reading worker is the one running it; or NULL when there is nothing to run: the message was stale
 -- (archived), the attempt is not due yet (hidden until it is), or the step is unknown (the run
 -- paused with StepNotDefined) or a gravestone (skipped).
 -- `body_started`: the caller starts the body at once (true) or holds the message to run later
@@ -122,8 +123,24 @@ BEGIN
             RETURN jsonb_build_object('held', true, 'step_id', attempt.step_id,
                                       'workflow_id', run.workflow_id, 'step_name', attempt.step_name);
         ELSIF attempt.body_started_at IS NOT NULL THEN
-            -- Its body ran: a stall, also while the run is paused (resume then sends the step
-            -- again instead of waiting for a worker that is gone).
+            -- Its body ran on another worker. When that worker is still registered, it may be
+            -- alive and only cut off for longer than the visibility timeout (an outage): the
+            -- first time, the message stays hidden for this read's visibility timeout (the
+            -- worker's visibility heartbeat takes it back when it still runs the step) and a
+            -- step_redelivered event says so. When it comes back again, the worker is gone.
+            IF EXISTS (SELECT 1 FROM pgbus.processes p
+                       WHERE p.kind = 'worker' AND p.hostname || ':' || p.pid = attempt.worker)
+               AND NOT EXISTS (SELECT 1 FROM pgbus.workflow_events e
+                               WHERE e.workflow_id = run.workflow_id AND e.step_id = attempt.step_id
+                                 AND e.event = 'step_redelivered' AND e.created_at >= attempt.started_at) THEN
+                PERFORM pgbus.workflow_event(run.workflow_id, 'step_redelivered', attempt.step_id, NULL,
+                                             'its message came back while it ran on a worker that is still registered',
+                                             jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,
+                                                                'worker', attempt.worker, 'reader', worker));
+                RETURN NULL;
+            END IF;
+            -- A stall, also while the run is paused (resume then sends the step again instead
+            -- of waiting for a worker that is gone).
             PERFORM pgbus.queue_archive(queue, msg_id);
             RETURN jsonb_build_object(
                 'stalled', true, 'detection', 'redelivery', 'action', stall_action, 'was', run.status,

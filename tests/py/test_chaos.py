@@ -216,6 +216,47 @@ def test_kill_9s_under_load_pause_only_runs_whose_step_body_started(chaos_db, pr
     assert missing == 0
 
 
+def test_a_worker_cut_off_past_the_visibility_timeout_gets_its_step_back(chaos_db, procs):
+    """A worker that cannot reach the database for longer than the visibility timeout (here:
+    stopped with SIGSTOP) while a step's body runs is not taken for dead by the worker that
+    reads the step's message meanwhile: that message waits one more visibility timeout for its
+    worker (which is still registered), the worker takes it back and its end is accepted. A
+    killed worker's step is still a stall, only one visibility timeout later."""
+    _cluster, url = chaos_db
+    starts = Path(tempfile.mkdtemp(prefix="pgbus-cutoff-"))
+    start_runs(1, work=2, starts_dir=str(starts))
+    cut_off = chaos_worker(url, threads=1)
+    procs.append(cut_off)
+    wait_until(lambda: any(starts.iterdir()), 20, interval=0.01, what="the first body started")
+    os.killpg(cut_off.pid, signal.SIGSTOP)
+    try:
+        procs.append(chaos_worker(url, threads=1))
+
+        def redelivered() -> int:
+            with psycopg.connect(url) as c:
+                return c.execute(
+                    "SELECT count(*) FROM pgbus.workflow_events WHERE event = 'step_redelivered'"
+                ).fetchone()[0]
+
+        wait_until(redelivered, 20, interval=0.05, what="the other worker read the message")
+    finally:
+        os.killpg(cut_off.pid, signal.SIGCONT)
+    wait_until(lambda: settled(url, 1), 60, interval=0.2, what="the run settled")
+    with psycopg.connect(url) as c:
+        stalls = c.execute(
+            "SELECT count(*) FROM pgbus.workflow_steps WHERE status = 'stalled'"
+        ).fetchone()[0]
+        one = c.execute(
+            "SELECT worker FROM pgbus.workflow_steps WHERE step_name = 'one'"
+            " AND status = 'completed'"
+        ).fetchall()
+    assert statuses(url) == {"finished": 1}, [p.output()[-2000:] for p in procs]
+    assert stalls == 0
+    assert duplicates(url) == []
+    assert len(one) == 1  # step one's first attempt completed: it did not run again
+    assert len(list(starts.iterdir())) == 3  # each body ran once: step one was not run again
+
+
 @pytest.mark.parametrize("in_sql", [False, True], ids=["hung_in_python", "hung_in_sql"])
 def test_a_hung_step_past_its_timeout_holds_no_transaction_and_commits_nothing(
     chaos_db, procs, in_sql

@@ -4,7 +4,7 @@
 -- status; the begin token (begun_at) that workflow_end_step checks; workflow_time_out_step.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(76);
+SELECT plan(87);
 
 CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wsa_' || $1 $f$;
 \ir ../include/workflow_helpers.psql
@@ -130,6 +130,35 @@ SELECT is(pg_temp.read('run_s2', 'run_s', NULL, 'host:2'), 1, 'running, started:
 SELECT is(pg_temp.ctx('run_s2') ->> 'stalled', 'true', 'running, started: ... as a stall');
 SELECT is(((pg_temp.att(pg_temp.cur('run_s'))).status, (pg_temp.w('run_s')).status), ('stalled'::text, 'paused'::text),
           'running, started: the attempt is stalled and the run paused (stall action pause)');
+
+-- running, body started on a worker that is still registered (cut off for longer than the
+-- visibility timeout, say by an outage): the first time its message comes back to another
+-- worker it waits one more visibility timeout for its own; its end is still accepted.
+DO $d$ BEGIN
+    PERFORM pg_temp.start('reg_s', '[{"name": "a"}]');
+    INSERT INTO pgbus.processes (kind, hostname, pid) VALUES ('worker', 'cut', 7);
+END $d$;
+SELECT is(pg_temp.read('reg_s1', 'reg_s', 1, 'cut:7'), 1, 'setup: read and started by cut:7, a registered worker');
+SELECT lives_ok($$SELECT pg_temp.comes_back('reg_s')$$, 'setup: its message comes back');
+SELECT is(pg_temp.read('reg_s2', 'reg_s', NULL, 'host:2'), 0,
+          'running, started, its worker registered: nothing to run for another worker the first time');
+SELECT is(((pg_temp.att(pg_temp.cur('reg_s'))).status, (pg_temp.w('reg_s')).status), ('running'::text, 'running'::text),
+          'running, started, its worker registered: ... the attempt still runs, no stall');
+SELECT ok((pg_temp.amsg(pg_temp.cur('reg_s'))).vt > clock_timestamp() + interval '20 seconds',
+          'running, started, its worker registered: ... its message is hidden for the reader''s visibility timeout');
+SELECT is((pg_temp.ev('reg_s', 'step_redelivered')).details - 'attempt',
+          '{"step": "a", "worker": "cut:7", "reader": "host:2"}'::jsonb,
+          'running, started, its worker registered: ... a step_redelivered event names both workers');
+SELECT is(pgbus.workflow_end_step(pg_temp.cur('reg_s'), 'complete', begun_at => pg_temp.token('reg_s1')) ->> 'ok', 'true',
+          'running, started, its worker registered: ... and that worker''s end is accepted');
+-- ... when it comes back again, its worker is gone: a stall.
+DO $d$ BEGIN PERFORM pg_temp.start('reg_d', '[{"name": "a"}]'); END $d$;
+SELECT is(pg_temp.read('reg_d1', 'reg_d', 1, 'cut:7'), 1, 'setup: read and started by cut:7');
+SELECT lives_ok($$SELECT pg_temp.comes_back('reg_d'); SELECT pg_temp.read('reg_d2', 'reg_d', NULL, 'host:2');
+                  SELECT pg_temp.comes_back('reg_d')$$, 'setup: its message comes back twice');
+SELECT is(pg_temp.read('reg_d3', 'reg_d', NULL, 'host:2'), 1, 'running, started, its worker registered: the second time ...');
+SELECT is((pg_temp.ctx('reg_d3') ->> 'stalled', (pg_temp.att(pg_temp.cur('reg_d'))).status), ('true'::text, 'stalled'::text),
+          'running, started, its worker registered: ... it is a stall');
 
 -- paused while the step ran, body started, its worker died: stalled while the run stays
 -- paused; resume sends the step again.
