@@ -1,7 +1,10 @@
 -- The sweep: the dispatcher's workflow duty, one function per repair (pg_cron can run any of
 -- them, or pgbus.workflow_sweep for all). Each run is repaired on its own: a repair that raises
 -- is undone for that run alone, recorded on it (a repair_failed event) and answered under
--- "failed" for the caller to report, and the other runs are repaired all the same.
+-- "failed" for the caller to report, and the other runs are repaired all the same. A run whose
+-- repair would wait for a lock (a session holding one of its rows) is one that raises: within
+-- pgbus.workflow_sweep no lock is waited for longer than its `lock_wait`, so one stuck run
+-- cannot hold back the others; a locked run itself is passed over (SKIP LOCKED).
 --
 -- A repair function answers {"done": [entry, ...], "failed": [entry, ...]}, an entry being
 -- {"workflow_id", "workflow_class", "step", "was": the run's status before, "status": after,
@@ -226,15 +229,19 @@ $$;
 -- Every repair, then the gauge, in one call. Answers what it did: "stalled" and "timed_out"
 -- (their entries), "resolved" and "resent" (counts), "deleted" (old runs), "failures_forgotten";
 -- "moved": the entries of every run whose status the repairs changed (each is worth its
--- workflow_paused / _cancelled / _finished event); "failed": the runs whose repair raised; and
--- the gauge's "runs" and "stuck".
+-- workflow_paused / _cancelled / _finished event); "failed": the runs whose repair raised (and
+-- a cleanup that raised: {"repair": "old_runs" | "failures", "error"}, undone alone); and the
+-- gauge's "runs" and "stuck". `lock_wait` bounds every lock wait inside it (lock_timeout, for
+-- this call only): a repair that would wait longer fails for its run alone.
+DROP FUNCTION IF EXISTS pgbus.workflow_sweep(interval, text, interval, interval, interval, interval);
 CREATE OR REPLACE FUNCTION pgbus.workflow_sweep(
     stall_threshold interval DEFAULT interval '15 minutes',
     stall_action text DEFAULT 'pause',
     retention interval DEFAULT interval '30 days',
     resend_after interval DEFAULT interval '1 minute',
     overdue_after interval DEFAULT interval '5 minutes',
-    waiting_threshold interval DEFAULT interval '7 days'
+    waiting_threshold interval DEFAULT interval '7 days',
+    lock_wait interval DEFAULT interval '2 seconds'
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -243,22 +250,41 @@ DECLARE
     fan_outs jsonb;
     lost jsonb;
     repaired jsonb;
+    deleted integer := 0;
+    forgotten integer := 0;
+    cleanups jsonb := '[]';
+    previous_lock_timeout text := current_setting('lock_timeout');
 BEGIN
+    PERFORM set_config('lock_timeout', (extract(epoch FROM lock_wait) * 1000)::bigint::text || 'ms', true);
     stalls := pgbus.workflow_sweep_stalls(stall_threshold, stall_action);
     timeouts := pgbus.workflow_sweep_wait_timeouts();
     fan_outs := pgbus.workflow_sweep_fan_outs(resend_after);
     lost := pgbus.workflow_sweep_lost_steps(resend_after);
+    BEGIN
+        deleted := pgbus.workflow_sweep_old_runs(retention);
+    EXCEPTION WHEN OTHERS THEN
+        cleanups := cleanups || jsonb_build_object('repair', 'old_runs', 'error', jsonb_build_object(
+            'class', 'pgbus.SweepRepairFailed', 'sqlstate', SQLSTATE, 'message', SQLERRM));
+    END;
+    BEGIN
+        forgotten := pgbus.workflow_sweep_failures();
+    EXCEPTION WHEN OTHERS THEN
+        cleanups := cleanups || jsonb_build_object('repair', 'failures', 'error', jsonb_build_object(
+            'class', 'pgbus.SweepRepairFailed', 'sqlstate', SQLSTATE, 'message', SQLERRM));
+    END;
+    PERFORM set_config('lock_timeout', previous_lock_timeout, true);
     repaired := (stalls -> 'done') || (timeouts -> 'done') || (fan_outs -> 'done');
     RETURN jsonb_build_object(
         'stalled', stalls -> 'done',
         'timed_out', timeouts -> 'done',
         'resolved', jsonb_array_length(fan_outs -> 'done'),
         'resent', jsonb_array_length(lost -> 'done'),
-        'deleted', pgbus.workflow_sweep_old_runs(retention),
-        'failures_forgotten', pgbus.workflow_sweep_failures(),
+        'deleted', deleted,
+        'failures_forgotten', forgotten,
         'moved', coalesce((SELECT jsonb_agg(e) FROM jsonb_array_elements(repaired) e
                            WHERE e ->> 'status' IS DISTINCT FROM e ->> 'was'), '[]'),
-        'failed', (stalls -> 'failed') || (timeouts -> 'failed') || (fan_outs -> 'failed') || (lost -> 'failed'))
+        'failed', (stalls -> 'failed') || (timeouts -> 'failed') || (fan_outs -> 'failed') || (lost -> 'failed')
+                  || cleanups)
         || pgbus.workflow_gauges(stall_threshold, overdue_after, waiting_threshold);
 END;
 $$;

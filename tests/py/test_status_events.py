@@ -2,6 +2,8 @@
 once, whoever moves the run: the sweep's repairs (a stall, a wait timeout, a lost fan-out
 callback), the stall action at a redelivery, an operator."""
 
+import time
+
 import psycopg
 import pytest
 
@@ -120,6 +122,62 @@ def test_a_repair_that_fails_is_reported_and_the_others_go_on(users, status_even
     assert "no stalls here" in str(exc) and ctx["workflow_id"] == str(broken.workflow_id)
     [event] = [e for e in broken.events() if e.event == "repair_failed"]
     assert event.reason == "no stalls here" and event.details["repair"] == "stall"
+
+
+def test_a_run_whose_rows_another_session_holds_does_not_hold_back_the_sweep(
+    users, status_events, db_url
+):
+    """Its repair would wait for the lock: it fails for that run alone after the sweep's
+    lock_wait, the other runs are repaired and committed, and the next sweep repairs it."""
+    blocked, fine = hung(users, "blocked", "fine")
+    reports = []
+    pgbus.configure(error_reporters=[lambda exc, ctx: reports.append((exc, ctx))])
+    with psycopg.connect(db_url) as holder:  # (a transaction open on the attempt's row)
+        holder.execute(
+            "SELECT 1 FROM pgbus.workflow_steps s JOIN pgbus.workflows w"
+            " ON s.step_id = w.current_step_id WHERE w.workflow_id = %s FOR UPDATE OF s",
+            (blocked.workflow_id,),
+        )
+        begun = time.monotonic()
+        sweep()
+        took = time.monotonic() - begun
+        assert (blocked.status(), fine.status()) == ("running", "paused")
+        holder.rollback()
+    assert took < 10, f"the sweep waited {took:.1f}s for the locked run"
+    assert status_events == [("workflow_paused", str(fine.workflow_id))]
+    [(exc, ctx)] = reports
+    assert isinstance(exc, pgbus.SweepRepairFailed)
+    assert ctx["workflow_id"] == str(blocked.workflow_id) and "55P03" in str(exc)
+    sweep()
+    assert blocked.status() == "paused"
+
+
+def test_a_cleanup_that_fails_undoes_no_repair(users, status_events):
+    """The sweep's cleanups (old runs, failures of step messages) fail on their own, after the
+    repairs: those stay, and the failure is reported."""
+    [run] = hung(users, "hung")
+    users.execute(
+        "CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " RAISE EXCEPTION 'no deletes here'; END $$"
+    )
+    users.execute(
+        "CREATE TRIGGER refuse_delete BEFORE DELETE ON pgbus.workflows"
+        " FOR EACH ROW EXECUTE FUNCTION refuse_delete()"
+    )
+    old = ThreeSteps.start(n="old")
+    old.cancel(actor="ops")
+    users.execute(
+        "UPDATE pgbus.workflows SET ended_at = now() - interval '1 year' WHERE workflow_id = %s",
+        (old.workflow_id,),
+    )
+    reports = []
+    pgbus.configure(error_reporters=[lambda exc, ctx: reports.append((exc, ctx))])
+    sweep()
+    assert run.status() == "paused"
+    assert ("workflow_paused", str(run.workflow_id)) in status_events
+    [(exc, ctx)] = reports
+    assert isinstance(exc, pgbus.SweepRepairFailed) and "no deletes here" in str(exc)
+    assert ctx["repair"] == "old_runs"
 
 
 def test_a_stall_at_redelivery_emits_the_runs_event_once(users, status_events):
