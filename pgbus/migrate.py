@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,7 +94,13 @@ def migrate(dsn: str, log: Callable[[str], None] = lambda _: None) -> MigrateRep
             report.pgmq = _ensure_pgmq(conn)
             log(f"PGMQ: {report.pgmq}")
             dropped = _drop_views_before_migrations(conn, dsn)
-            report.applied = _apply_migrations(dsn, log)
+            try:
+                report.applied = _apply_migrations(dsn, log)
+            except BaseException:
+                if dropped:  # a migration failed: the views come back as they were
+                    with suppress(Exception):
+                        _apply_code(conn, force=True)
+                raise
             if report.pgmq.startswith("installed SQL"):
                 _set_meta(conn, "pgmq_sql_version", get_embedded_sql_version())
             report.code_reapplied = _apply_code(conn, force=dropped)
