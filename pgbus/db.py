@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
-from psycopg_pool.base import AttemptWithBackoff
 
 from pgbus.config import settings
 from pgbus.errors import DatabaseUnreachable
@@ -39,20 +38,14 @@ CONNECT_TIMEOUT = 5
 SHORT_WAIT = 2.0
 
 
-class _CappedBackoff(AttemptWithBackoff):
-    """The pool's reconnection attempts, at most RECONNECT_DELAY apart (psycopg_pool doubles
-    the delay without bound: after a long outage it would wait tens of seconds more)."""
-
-    def update_delay(self, now: float) -> None:
-        super().update_delay(now)
-        self.delay = min(self.delay, RECONNECT_DELAY)
-
-
-class _Pool(ConnectionPool):
-    def _add_connection(self, attempt: Any, growing: bool = False) -> None:
-        if attempt is None:
-            attempt = _CappedBackoff(timeout=self.reconnect_timeout)
-        super()._add_connection(attempt, growing=growing)
+def _reconnect_again(p: ConnectionPool) -> None:
+    """psycopg_pool's `reconnect_failed` callback. Its attempts to reconnect back off by
+    doubling delays: after a long outage it would wait tens of seconds more. So each series
+    of attempts gives up after RECONNECT_DELAY (`reconnect_timeout`), and a new one starts at
+    once: the pool tries again at most RECONNECT_DELAY apart however long the outage lasts."""
+    if not p.closed:
+        with suppress(Exception):  # (closed meanwhile)
+            p.check()
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -147,15 +140,17 @@ def pool() -> ConnectionPool:
         if _pool is None:
             s = settings()
             quiet_pool_log()
-            _pool = _Pool(
+            _pool = ConnectionPool(
                 s.dsn(),
                 min_size=1,
                 max_size=s.pool_size,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
                 open=True,
                 name="pgbus",
-                # Never give up reconnecting: a process outlives any outage.
-                reconnect_timeout=365 * 24 * 3600.0,
+                # Never give up reconnecting (a process outlives any outage), and never wait
+                # long between two attempts: see _reconnect_again.
+                reconnect_timeout=RECONNECT_DELAY,
+                reconnect_failed=_reconnect_again,
             )
         return _pool
 
