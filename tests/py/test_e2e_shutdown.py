@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 DRAIN = 2  # seconds: PGBUS_DRAIN_TIMEOUT of the processes below
 SOON = 5  # seconds: "a few" after the drain timeout
+OUTAGE = 12  # seconds the server is away in the outage test
 APP = ("--import", "tests.py.sample_jobs", "--import", "tests.py.sample_workflows")
 
 
@@ -40,6 +41,23 @@ def started(kind: str, url: str, **env: str):
         }.get(kind, "started")
     )
     return p
+
+
+def registered(url: str, n: int) -> bool:
+    """Whether `n` processes have their row in pgbus.processes."""
+    with psycopg.connect(url) as c:
+        return c.execute("SELECT count(*) FROM pgbus.processes").fetchone()[0] >= n
+
+
+def noticed_outage(*processes, each: int = 1) -> None:
+    """Waits until every one of `processes` logged the outage (`each` times: a supervisor's
+    children each log it once)."""
+    for p in processes:
+        wait_until(
+            lambda p=p: p.output().count("database unreachable") >= each,
+            15,
+            what=f"the outage logged:\n{p.output()[-2000:]}",
+        )
 
 
 def stop_within(p, seconds: float) -> tuple[int, float]:
@@ -62,9 +80,10 @@ def test_sigterm_with_the_database_gone_stops_in_time(kind, procs):
         procs.append(p)
         if kind == "start":
             wait_until(lambda: p.output().count("started ") >= 2, what="the children")
-            time.sleep(1)
+            # (the supervisor and its worker and dispatcher)
+            wait_until(lambda: registered(server.url, 3), what="every process registered")
         server._pg("stop")
-        time.sleep(1.5)  # (each part of the process has met the outage)
+        noticed_outage(p, each=2 if kind == "start" else 1)
         code, _ = stop_within(p, DRAIN + SOON + (5 if kind == "start" else 0))
         assert code == 0, p.output()
         assert "Traceback" not in p.output()
@@ -93,7 +112,7 @@ def test_sigterm_after_the_database_was_dropped_stops_in_time(db_url, effects, p
     name = db_url.rsplit("/", 1)[1]
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    time.sleep(1.5)
+    noticed_outage(worker, dispatcher)
     for p in (worker, dispatcher):
         code, _ = stop_within(p, DRAIN + SOON)
         assert code == 0, p.output()
@@ -137,7 +156,10 @@ def test_work_resumes_within_two_seconds_of_the_servers_return(procs):
         wait_until(lambda: done("before") == 1)
         lines_before = {p: len(p.output().splitlines()) for p in procs}
         server._pg("stop")
-        time.sleep(12)  # (longer than the doubling delays reach in that time: 0.5+1+2+4+8 s)
+        noticed_outage(worker, dispatcher)
+        # The outage itself: longer than reconnection delays that kept doubling would reach
+        # in that time (0.5 + 1 + 2 + 4 s), so a doubling delay would show.
+        time.sleep(OUTAGE)
         server._pg("start")
         back = time.monotonic()
         with psycopg.connect(server.url, autocommit=True) as c:
@@ -145,7 +167,10 @@ def test_work_resumes_within_two_seconds_of_the_servers_return(procs):
         wait_until(lambda: done("after") == 1, timeout=30, what="the job sent after the outage")
         took = time.monotonic() - back
         assert took < 2.0, f"resumed {took:.1f}s after the server's return"
-        time.sleep(1)  # (the dispatcher's next tick)
+        for p in procs:  # (the dispatcher notices at its next tick)
+            wait_until(
+                lambda p=p: "database reachable again" in p.output(), 10, what="the return logged"
+            )
         for p in procs:
             during = p.output().splitlines()[lines_before[p] :]
             assert "Traceback" not in p.output(), p.output()
