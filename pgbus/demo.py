@@ -135,7 +135,8 @@ def enqueue_wave(n: int) -> None:
 def resume_paused_orders(conn: psycopg.Connection) -> int:
     """What an operator would do once the gateway is back."""
     paused = conn.execute(
-        "SELECT workflow_id FROM pgbus.workflows WHERE status = 'paused' AND workflow_class = %s"
+        "SELECT workflow_id FROM pgbus.workflow_runs_overview"
+        " WHERE status = 'paused' AND workflow_class = %s"
         " AND updated_at < now() - interval '2 seconds'",
         (OrderWorkflow.workflow_name,),
     ).fetchall()
@@ -149,9 +150,9 @@ def resume_paused_orders(conn: psycopg.Connection) -> int:
 def confirm_payments(conn: psycopg.Connection) -> int:
     """The payment provider's webhook: one signal per order waiting at its gate."""
     waiting = conn.execute(
-        "SELECT w.workflow_id FROM pgbus.workflows w JOIN pgbus.workflow_steps s"
-        " ON s.step_id = w.current_step_id WHERE w.status = 'waiting' AND s.wait_for IS NOT NULL"
-        " AND w.workflow_class = %s AND s.waiting_since < now() - interval '1 second'",
+        "SELECT workflow_id FROM pgbus.workflow_runs_overview WHERE status = 'waiting'"
+        " AND current_wait_for IS NOT NULL AND workflow_class = %s"
+        " AND current_waiting_since < now() - interval '1 second'",
         (OrderWorkflow.workflow_name,),
     ).fetchall()
     for (workflow_id,) in waiting:
@@ -171,7 +172,8 @@ def progress(conn: psycopg.Connection) -> str:
              (SELECT count(*) FROM pgbus.job_stats WHERE status = 'dead_lettered'),
              (SELECT count(*) FROM pgbus.batches WHERE status = 'finished'),
              (SELECT string_agg(status || ' ' || n, ', ' ORDER BY status)
-                FROM (SELECT status, count(*) AS n FROM pgbus.workflows GROUP BY status) w),
+                FROM (SELECT status, count(*) AS n FROM pgbus.workflow_runs_overview
+                      GROUP BY status) w),
              (SELECT string_agg(kind || ' x' || n, ', ' ORDER BY kind)
                 FROM (SELECT kind, count(*) AS n FROM pgbus.processes GROUP BY kind) k)"""
     ).fetchone()

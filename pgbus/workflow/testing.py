@@ -38,9 +38,10 @@ class StepWaiting(PgbusError):
 def _scheduled_step(run: WorkflowRun) -> tuple[str, dict[str, Any]]:
     with pool().connection() as c:
         row = c.execute(
-            "SELECT w.status, s.step_id, s.step_name, s.queue, s.msg_id FROM pgbus.workflows w"
-            " LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id"
-            " WHERE w.workflow_id = %s",
+            "SELECT r.status, a.step_id, a.step_name, a.queue, a.msg_id"
+            " FROM pgbus.workflow_runs_overview r"
+            " LEFT JOIN pgbus.workflow_attempts a ON a.step_id = r.current_step_id"
+            " WHERE r.workflow_id = %s",
             (run.workflow_id,),
         ).fetchone()
     if row is None:
@@ -125,11 +126,12 @@ def _waiting_step(run: WorkflowRun) -> dict[str, Any] | None:
         return (
             c.cursor(row_factory=dict_row)
             .execute(
-                "SELECT s.step_id, s.step_name, s.wait_for, s.batch_id, b.description,"
+                "SELECT a.step_id, a.step_name, a.wait_for, a.batch_id, b.description,"
                 " b.total_jobs, b.completed_jobs + b.discarded_jobs AS done"
-                " FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id"
-                " LEFT JOIN pgbus.batches b ON b.batch_id = s.batch_id"
-                " WHERE w.workflow_id = %s AND w.status = 'waiting' AND s.status = 'waiting'",
+                " FROM pgbus.workflow_runs_overview r"
+                " JOIN pgbus.workflow_attempts a ON a.step_id = r.current_step_id"
+                " LEFT JOIN pgbus.batch_overview b ON b.batch_id = a.batch_id"
+                " WHERE r.workflow_id = %s AND r.status = 'waiting' AND a.status = 'waiting'",
                 (run.workflow_id,),
             )
             .fetchone()

@@ -60,3 +60,21 @@ def test_multi_argument_sql_calls_name_their_arguments(conn: psycopg.Connection)
                     unknown.append(f"{where}: no argument {m.group(1)}")
     assert positional == [], "positional arguments:\n" + "\n".join(positional)
     assert unknown == [], "\n".join(unknown)
+
+
+TABLE_READ = re.compile(
+    r"\b(?:FROM|JOIN)\s+pgbus\.(workflows|workflow_steps|workflow_events|workflow_signals)\b",
+    re.IGNORECASE,
+)
+
+
+def test_python_reads_workflow_state_through_the_read_layer():
+    """Runs, attempts, events and signals are read through pgbus's views and functions
+    (sql/views/020_workflow_read_layer.sql and the functions), the one read path the
+    dashboard, the MCP server, metrics and the Python API share; never from the tables."""
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(0)}"
+        for path in python_sources()
+        for m in TABLE_READ.finditer(joined_literals(path.read_text()))
+    ]
+    assert found == [], "\n".join(found)
