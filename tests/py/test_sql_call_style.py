@@ -14,7 +14,7 @@ from tests.py.support import ROOT
 
 SOURCES = ["pgbus", "web", "mcp_server"]
 # pgbus.fn( ... ) inside one string literal (calls split over literals are joined first).
-CALL = re.compile(r"pgbus\.(\w+)\(([^()]*)\)")
+CALL = re.compile(r"pgbus\.(\w+)\(((?:[^()]|\(\))*)\)")  # (an argument may be now())
 NAMED = re.compile(r"^\s*(\w+)\s*=>")
 
 
