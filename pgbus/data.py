@@ -270,7 +270,14 @@ class DataSource:
     def events(self, recent: int = 25) -> dict[str, Any]:
         """The event bus: bindings, queues' pending and dead counts, newest pending and dead
         events, processed-event claims (pgbus.event_overview)."""
-        return self._value("SELECT pgbus.event_overview(%s)", (recent,))
+        out = self._value("SELECT pgbus.event_overview(%s)", (recent,))
+        for row in out["pending"] + out["dead"]:
+            _times(row, ("enqueued_at", "vt"))
+        for row in out["processed"]["recent"]:
+            _times(row, ("claimed_at", "completed_at"))
+        for row in out["subscribers"]:
+            _times(row, ("bound_at",))
+        return out
 
     def processes(self) -> list[dict[str, Any]]:
         return self._rows(
@@ -620,6 +627,23 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "jobs_discard_enqueued": (
         "SELECT pgbus.jobs_discard_enqueued(queue => %s, max_items => %s, actor => %s) AS outcome",
         ("queue", "limit"),
+    ),
+    "event_replay": (
+        "SELECT pgbus.event_replay(%s, %s::bigint, %s) AS outcome",
+        ("queue", "msg_id"),
+    ),
+    "event_mark_handled": (
+        "SELECT pgbus.event_mark_handled(%s, %s::bigint,"
+        " ARRAY(SELECT jsonb_array_elements_text(%s)), %s) AS outcome",
+        ("queue", "msg_id", "handlers"),
+    ),
+    "event_edit_payload": (
+        "SELECT pgbus.event_edit_payload(%s, %s::bigint, %s, %s) AS outcome",
+        ("queue", "msg_id", "payload"),
+    ),
+    "event_reroute": (
+        "SELECT pgbus.event_reroute(%s, %s::bigint, %s, %s) AS outcome",
+        ("queue", "msg_id", "target"),
     ),
     "dead_letter_retry": (
         "SELECT pgbus.dead_letter_retry(queue => %s, msg_id => %s::bigint, actor => %s) AS outcome",

@@ -31,6 +31,7 @@ NAV = (
     ("jobs", "Jobs"),
     ("dead_letters", "Dead letters"),
     ("batches", "Batches"),
+    ("events", "Events"),
     ("workflows", "Workflows"),
     ("processes", "Processes"),
     ("insights", "Insights"),
@@ -279,6 +280,73 @@ def routes(d: Dashboard) -> list[Route]:
             return await d.act(request, "dead_letters_discard_all", back, {"limit": BULK_LIMIT})
         raise not_found("No such action")
 
+    # -- events --------------------------------------------------------------------------
+
+    def events(request: Request) -> Response:
+        overview = Lazy(lambda: with_handlers(d.data.events(per_page)))
+        return page(
+            request,
+            "events.html",
+            "events",
+            {
+                "subscribers": "_event_subscribers.html",
+                "pending": "_event_pending.html",
+                "dead": "_event_dead.html",
+                "processed": "_event_processed.html",
+            },
+            overview=overview,
+        )
+
+    def event(request: Request) -> Response:
+        name = queue_param(request.path_params["queue"])
+        msg_id = msg_id_param(request.path_params["msg_id"])
+        m = d.data.message(name, msg_id)
+        if m is None or not isinstance(m.get("message"), dict):
+            raise not_found("No such event: it may have been handled, moved or discarded")
+        targets = sorted(
+            {s["queue"] for s in d.data.events(0)["subscribers"]} - {name.removesuffix("_dlq")}
+        )
+        return page(request, "event.html", "events", None, message=m, targets=targets)
+
+    async def event_action(request: Request) -> Response:
+        name = queue_param(request.path_params["queue"])
+        msg_id = msg_id_param(request.path_params["msg_id"])
+        action = request.path_params["action"]
+        back = request.url_for("events").path
+        target = {"queue": name, "msg_id": msg_id}
+        if action == "replay":
+            return await d.act(request, "event_replay", back, target)
+        if action == "discard":
+            return await d.act(request, "message_discard", back, target)
+        if action == "retry" and name.endswith("_dlq"):
+            return await d.act(request, "dead_letter_retry", back, target)
+        if action == "mark-handled":
+            return await d.act(
+                request, "event_mark_handled", back, {**target, "handlers": handlers_of(name)}
+            )
+        if action == "reroute":
+            return await d.act(
+                request,
+                "event_reroute",
+                back,
+                lambda f: {**target, "target": queue_param((f.get("target") or [""])[0])},
+            )
+        if action == "edit":
+            return await d.act(
+                request,
+                "event_edit_payload",
+                back,
+                lambda f: {**target, "payload": payload_field(f)},
+            )
+        raise not_found("No such action")
+
+    async def events_bulk(request: Request) -> Response:
+        if request.path_params["action"] != "discard-selected":
+            raise not_found("No such action")
+        return await d.act(
+            request, "messages_discard", request.url_for("events").path, selected_items
+        )
+
     # -- batches, processes, insights ----------------------------------------------------
 
     def batches(request: Request) -> Response:
@@ -360,6 +428,15 @@ def routes(d: Dashboard) -> list[Route]:
             methods=["POST"],
             name="dead_letter_action",
         ),
+        Route("/events", events, name="events"),
+        Route("/events/bulk/{action}", events_bulk, methods=["POST"], name="events_bulk"),
+        Route("/events/{queue}/{msg_id}", event, name="event"),
+        Route(
+            "/events/{queue}/{msg_id}/{action}",
+            event_action,
+            methods=["POST"],
+            name="event_action",
+        ),
         Route("/batches", batches, name="batches"),
         Route("/batches/{batch_id}", batch, name="batch"),
         Route("/processes", processes, name="processes"),
@@ -375,6 +452,34 @@ def selected_items(fields: dict[str, list[str]]) -> dict[str, Any]:
     if len(raw) > BULK_LIMIT:
         raise BadInput(f"At most {BULK_LIMIT} at once")
     return {"items": [item_param(v) for v in raw]}
+
+
+def handlers_of(queue: str) -> list[str]:
+    """The handler classes this process subscribed through `queue` (none when the dashboard
+    did not import the app's handlers)."""
+    from pgbus import events
+
+    return sorted({s.handler.handler_name for s in events.subscriptions() if s.queue == queue})
+
+
+def with_handlers(overview: dict[str, Any]) -> dict[str, Any]:
+    for sub in overview["subscribers"]:
+        sub["handlers"] = handlers_of(sub["queue"])
+    return overview
+
+
+def payload_field(fields: dict[str, list[str]]) -> Any:
+    """The edited payload: JSON text of an object (SQL checks the object too)."""
+    import json
+
+    text = (fields.get("payload") or [""])[0]
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise BadInput("The payload is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise BadInput("The payload must be a JSON object")
+    return value
 
 
 def selected_dead_letters(fields: dict[str, list[str]]) -> dict[str, Any]:

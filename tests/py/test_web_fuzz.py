@@ -34,6 +34,8 @@ ACTIONS = {
     "dead_letters_bulk": ("retry-selected", "discard-selected", "retry-all", "discard-all"),
     "recurring_action": ("run", "enable", "disable"),
     "deploy_action": ("run", "enable", "disable"),
+    "events_bulk": ("discard-selected",),
+    "event_action": ("discard", "replay", "mark-handled", "retry", "edit", "reroute"),
 }
 TASKS = {"recurring": "nightly", "deploy": "backfill"}  # a task of each kind (see declare_tasks)
 
@@ -93,7 +95,7 @@ query_items = st.lists(
 )
 form_items = st.lists(
     st.tuples(
-        st.sampled_from(["item", "reason", "queue", "return_to", "x"]),
+        st.sampled_from(["item", "reason", "queue", "return_to", "payload", "target", "x"]),
         st.one_of(
             st.sampled_from(
                 [f"{Q}:1", f"{Q}:3", f"{Q}_dlq:1", f"{Q}:x", f"{Q}:²", ":", "/jobs", "//x"]

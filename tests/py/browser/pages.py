@@ -34,6 +34,7 @@ def page_paths(db_url: str) -> dict[str, str]:
         "failed job": f"/jobs/default/{failed}",
         "dead letters": "/dead-letters",
         "dead letter": f"/dead-letters/default_dlq/{dead}",
+        "events": "/events",
         "batches": "/batches",
         "batch": f"/batches/{batch}",
         "processes": "/processes",
