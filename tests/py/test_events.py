@@ -350,3 +350,56 @@ def test_metrics_count_processed_and_dead_lettered_events(effects):
         )
         is None
     )
+
+
+@pgbus.subscribe("shared.#", queue="ev_shared")
+class SharedFails(pgbus.Handler):
+    max_retries = 0
+
+    def handle(self, event: pgbus.Event) -> None:
+        raise LookupError("shared handler failed")
+
+
+@pgbus.subscribe("shared.#", queue="ev_shared")
+class SharedWorks(pgbus.Handler):
+    def handle(self, event: pgbus.Event) -> None:
+        pass
+
+
+def test_the_handler_is_none_when_several_handlers_own_the_queue(effects, seen):
+    events.bind_all()
+    out = pgbus.publish("shared.thing", {"x": 1})
+    with running_consumer(["shared.#"]):
+        wait_until(lambda: depth(effects, "pgbus_ev_shared") == 0, what="dead letter")
+    [dead] = [p for n, p in seen if n == "pgbus.event_dead_lettered"]
+    assert (dead["handler"], dead["event_id"], dead["routing_key"], dead["error"]) == (
+        None,
+        str(out.event_id),
+        "shared.thing",
+        "LookupError",
+    )
+    assert depth(effects, "pgbus_ev_shared_dlq") == 1
+
+
+def test_a_dead_letter_move_that_fails_emits_nothing(effects, seen):
+    pgbus.configure(visibility_timeout=1)
+    events.bind_all()
+    q = "pgbus_ev_record_order"
+    # The dead letter queue refuses every insert: the move fails inside PostgreSQL.
+    effects.execute(f"SELECT pgbus.ensure_queue('{q}_dlq')")
+    effects.execute(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$BEGIN RAISE EXCEPTION 'the dead letter queue is full'; END$$"
+    )
+    effects.execute(
+        f"CREATE TRIGGER refuse BEFORE INSERT ON pgmq.q_{q}_dlq FOR EACH ROW EXECUTE FUNCTION refuse()"
+    )
+    effects.execute(f"SELECT pgmq.send('{q}', '[1]')")
+    with running_consumer(["orders.*"]):
+        wait_until(
+            lambda: effects.execute(f"SELECT read_ct FROM pgmq.q_{q}").fetchone()[0] >= 2,
+            what="a second try of the move",
+        )
+    assert not [n for n, _ in seen if n == "pgbus.event_dead_lettered"]
+    assert depth(effects, q) == 1 and depth(effects, f"{q}_dlq") == 0  # the message stays
+    assert effects.execute("SELECT count(*) FROM pgbus.job_stats").fetchone()[0] == 0

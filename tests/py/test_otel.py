@@ -207,3 +207,15 @@ def test_a_step_that_raised_records_its_exception(users, spans):
     [span] = named(spans, "Flaky.charge")
     assert span.status.status_code == StatusCode.ERROR
     assert [e.attributes["exception.type"] for e in span.events] == ["TimeoutError"]
+
+
+def test_an_interruption_is_recorded_on_the_span(spans):
+    with (
+        pytest.raises(KeyboardInterrupt),
+        instrument("pgbus.executor.execute", job_class="m:Stopped"),
+    ):
+        raise KeyboardInterrupt
+    [span] = named(spans, "Stopped.perform")
+    assert [e.attributes["exception.type"] for e in span.events] == ["KeyboardInterrupt"]
+    assert span.status.status_code == StatusCode.ERROR
+    assert trace.get_current_span() is trace.INVALID_SPAN  # detached: nothing stays current
