@@ -104,7 +104,14 @@ DROP FUNCTION IF EXISTS pgbus.workflow_stuck(interval, interval);
 -- stalled (its worker died or a step hung: paused by the stall action, or running past its
 -- timeout / the stall threshold), paused_manual (paused by a step or an operator), overdue (its
 -- step was due more than overdue_after ago and has not started), waiting_overdue (its step has
--- waited longer than waiting_threshold). The gauge, the attention page and MCP all read this.
+-- waited longer than waiting_threshold). The gauge, the attention page, the home card and MCP
+-- all read this.
+--
+-- Set-based, never a look-up per ongoing run: paused runs come from workflows_paused_idx with
+-- their error class on the run; the others from their open attempt. An attempt starts, waits
+-- or is overdue only at or after its scheduled_at, so only open attempts due longer ago than
+-- the smallest threshold (workflow_steps_open_idx) can be stuck, besides those with a timeout
+-- of their own (workflow_steps_open_timed_idx).
 CREATE OR REPLACE FUNCTION pgbus.workflow_stuck(
     stall_threshold interval DEFAULT interval '15 minutes',
     overdue_after interval DEFAULT interval '5 minutes',
@@ -113,25 +120,29 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_stuck(
                  error_class text, since timestamptz)
 LANGUAGE sql STABLE AS $$
     SELECT w.workflow_id, w.workflow_class, w.current_step,
-           CASE
-               WHEN w.status = 'paused' AND w.pause_cause = 'error' THEN 'paused_error'
-               WHEN w.status = 'paused' AND w.pause_cause = 'stall' THEN 'stalled'
-               WHEN w.status = 'paused' THEN 'paused_manual'
-               WHEN w.status = 'running' THEN 'stalled'
-               WHEN w.status = 'waiting' THEN 'waiting_overdue'
-               ELSE 'overdue'
-           END,
-           s.error_class,
-           CASE WHEN w.status = 'paused' THEN w.updated_at
-                WHEN w.status = 'running' THEN s.started_at
-                WHEN w.status = 'waiting' THEN s.waiting_since
-                ELSE s.scheduled_at END
+           CASE w.pause_cause WHEN 'error' THEN 'paused_error' WHEN 'stall' THEN 'stalled'
+                              ELSE 'paused_manual' END,
+           w.error_class, w.updated_at
     FROM pgbus.workflows w
-    LEFT JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
-    WHERE w.ended_at IS NULL  -- (ongoing: lets the planner use workflows_ongoing_idx)
-      AND (w.status = 'paused'
-           OR (w.status = 'running' AND s.status = 'running'
-               AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
+    WHERE w.pause_cause IS NOT NULL AND w.ended_at IS NULL  -- (paused: workflows_paused_idx)
+    UNION ALL
+    SELECT w.workflow_id, w.workflow_class, w.current_step,
+           CASE w.status WHEN 'running' THEN 'stalled' WHEN 'waiting' THEN 'waiting_overdue'
+                         ELSE 'overdue' END,
+           s.error_class,
+           CASE w.status WHEN 'running' THEN s.started_at WHEN 'waiting' THEN s.waiting_since
+                         ELSE s.scheduled_at END
+    FROM (SELECT o.* FROM pgbus.workflow_steps o
+          WHERE o.ended_at IS NULL
+            AND o.scheduled_at < now() - least(stall_threshold, overdue_after, waiting_threshold)
+          UNION ALL
+          SELECT o.* FROM pgbus.workflow_steps o
+          WHERE o.ended_at IS NULL AND o.timeout IS NOT NULL
+            AND o.scheduled_at >= now() - least(stall_threshold, overdue_after, waiting_threshold)) s
+    JOIN pgbus.workflows w ON w.workflow_id = s.workflow_id AND w.current_step_id = s.step_id
+    WHERE w.ended_at IS NULL AND w.pause_cause IS NULL
+      AND ((w.status = 'running' AND s.status = 'running'
+            AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
            OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
            OR (w.status = 'waiting' AND s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold))
 $$;

@@ -1,6 +1,6 @@
--- pgTAP tests for sql/functions/301_workflow_run_facts.sql: the run's error class kept by its
--- triggers (migration 0015), and the set-based workflow_stuck giving the same answer as the
--- per-run classification it replaced (classes t_wfc_rf_*).
+-- pgTAP tests for sql/functions/301_workflow_run_facts.sql (the run's error class kept by its
+-- triggers, migration 0015) and for pgbus.workflow_stuck reading it: the set-based query gives
+-- the same answer as the per-run classification it replaced (classes t_wfc_rf_*).
 BEGIN;
 SET LOCAL client_min_messages = warning;
 SELECT plan(14);
