@@ -629,20 +629,22 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("queue", "limit"),
     ),
     "event_replay": (
-        "SELECT pgbus.event_replay(%s, %s::bigint, %s) AS outcome",
+        "SELECT pgbus.event_replay(queue => %s, msg_id => %s::bigint, actor => %s) AS outcome",
         ("queue", "msg_id"),
     ),
     "event_mark_handled": (
-        "SELECT pgbus.event_mark_handled(%s, %s::bigint,"
-        " ARRAY(SELECT jsonb_array_elements_text(%s)), %s) AS outcome",
+        "SELECT pgbus.event_mark_handled(queue => %s, msg_id => %s::bigint,"
+        " handlers => ARRAY(SELECT jsonb_array_elements_text(%s)), actor => %s) AS outcome",
         ("queue", "msg_id", "handlers"),
     ),
     "event_edit_payload": (
-        "SELECT pgbus.event_edit_payload(%s, %s::bigint, %s, %s) AS outcome",
+        "SELECT pgbus.event_edit_payload(queue => %s, msg_id => %s::bigint, payload => %s, actor => %s)"
+        " AS outcome",
         ("queue", "msg_id", "payload"),
     ),
     "event_reroute": (
-        "SELECT pgbus.event_reroute(%s, %s::bigint, %s, %s) AS outcome",
+        "SELECT pgbus.event_reroute(queue => %s, msg_id => %s::bigint, target => %s, actor => %s)"
+        " AS outcome",
         ("queue", "msg_id", "target"),
     ),
     "dead_letter_retry": (
