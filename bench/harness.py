@@ -31,13 +31,38 @@ def server_url() -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def scratch_database(admin: str) -> str:
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute("DROP DATABASE IF EXISTS pgbus_bench WITH (FORCE)")
-        c.execute("CREATE DATABASE pgbus_bench")
-    url = urlunsplit(urlsplit(admin)._replace(path="/pgbus_bench"))
-    migrate.migrate(url)
+def scratch_database(admin: str, name: str = "pgbus_bench", *, fresh: bool = True) -> str:
+    """The URL of database `name` on the admin URL's server: dropped, re-created and migrated
+    unless `fresh` is false (a bench's --skip-load reuses the data it loaded before)."""
+    url = urlunsplit(urlsplit(admin)._replace(path="/" + name))
+    if fresh:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            c.execute(f"CREATE DATABASE {name}")
+        migrate.migrate(url)
     return url
+
+
+def run_load_script(url: str, script: str, runs: int) -> float:
+    """Runs a bench's set-based load, statement by statement (`%(runs)s` filled in); seconds."""
+    t = time.monotonic()
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("SET maintenance_work_mem = '256MB'")
+        for stmt in script.split(";\n"):
+            if stmt.strip():
+                c.execute(stmt.replace("%(runs)s", str(runs)).replace("%%", "%"))
+    return time.monotonic() - t
+
+
+def median_ms(fn: Callable[[], object], repeat: int) -> float:
+    """The median of `repeat` timed calls of fn, in ms, after one warm-up call."""
+    fn()
+    samples = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1000)
+    return statistics.median(samples)
 
 
 def durability(url: str) -> str:

@@ -15,15 +15,12 @@ list <= 43 ms over 24 h; either <= 150 ms over 30 d.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from typing import Any
 
 import psycopg
 
 import pgbus
-from bench.harness import durability, server_url
-from pgbus import migrate
+from bench.harness import durability, median_ms, run_load_script, scratch_database, server_url
 
 BUDGETS_MS = {
     ("class page", "24h"): 13,
@@ -106,23 +103,7 @@ VACUUM ANALYZE pgbus.workflow_definitions
 
 
 def load(url: str, runs: int) -> float:
-    t = time.monotonic()
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute("SET maintenance_work_mem = '256MB'")
-        for stmt in LOAD.split(";\n"):
-            if stmt.strip():
-                c.execute(stmt.replace("%(runs)s", str(runs)).replace("%%", "%"))
-    return time.monotonic() - t
-
-
-def timed(fn, repeat: int) -> float:
-    fn()  # warm
-    samples = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t) * 1000)
-    return statistics.median(samples)
+    return run_load_script(url, LOAD, runs)
 
 
 def main() -> None:
@@ -132,14 +113,8 @@ def main() -> None:
     ap.add_argument("--skip-load", action="store_true")
     args = ap.parse_args()
     admin = server_url()
-    from urllib.parse import urlsplit, urlunsplit
-
-    url = urlunsplit(urlsplit(admin)._replace(path="/pgbus_bench_insights"))
+    url = scratch_database(admin, "pgbus_bench_insights", fresh=not args.skip_load)
     if not args.skip_load:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute("DROP DATABASE IF EXISTS pgbus_bench_insights WITH (FORCE)")
-            c.execute("CREATE DATABASE pgbus_bench_insights")
-        migrate.migrate(url)
         print(f"loading {args.runs:,} runs ...", flush=True)
         print(f"loaded in {load(url, args.runs):.0f} s", flush=True)
     pgbus.configure(database_url=url)
@@ -167,7 +142,7 @@ def main() -> None:
 
         return fn
 
-    base = timed(lambda: c.get("/livez"), args.repeat * 2)
+    base = median_ms(lambda: c.get("/livez"), args.repeat * 2)
     print(f"test client overhead per request (median, subtracted below): {base:.1f} ms")
     print(f"\n{'page':<60} {'window':>6} {'median ms':>10} {'budget':>7}")
     over = []
@@ -177,7 +152,7 @@ def main() -> None:
             ("class page", f"/workflows/definitions/Bench7?window={window}"),
             ("class page", f"/workflows/definitions/Bench5?window={window}"),
         ):
-            ms = max(0.0, timed(get(path), args.repeat) - base)
+            ms = max(0.0, median_ms(get(path), args.repeat) - base)
             budget = BUDGETS_MS.get((kind, window))
             flag = "" if budget is None or ms <= budget else "  OVER"
             if flag:
@@ -193,7 +168,7 @@ def main() -> None:
     for block in ("steps", "throughput", "durations", "funnel", "revisions"):
         rows.append((block, lambda w, b=block: data.workflow_class_block(b, "Bench7", w)))
     for name, fn in rows:
-        cells = [timed(lambda fn=fn, w=w: fn(w), args.repeat) for w in WINDOWS]
+        cells = [median_ms(lambda fn=fn, w=w: fn(w), args.repeat) for w in WINDOWS]
         print(f"{name:<14}" + "".join(f"{ms:>9.1f}" for ms in cells))
     data.close()
     if over:

@@ -12,15 +12,12 @@ heaviest statements.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from typing import Any
 
 import psycopg
 
 import pgbus
-from bench.harness import durability, server_url
-from pgbus import migrate
+from bench.harness import durability, median_ms, run_load_script, scratch_database, server_url
 
 BUDGETS_MS = {
     "list first page": 20,
@@ -99,23 +96,7 @@ VACUUM ANALYZE pgbus.workflow_events;
 
 
 def load(url: str, runs: int) -> float:
-    t = time.monotonic()
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute("SET maintenance_work_mem = '256MB'")
-        for stmt in LOAD.split(";\n"):
-            if stmt.strip():
-                c.execute(stmt.replace("%(runs)s", str(runs)).replace("%%", "%"))
-    return time.monotonic() - t
-
-
-def timed(fn, repeat: int) -> float:
-    fn()  # warm
-    samples = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t) * 1000)
-    return statistics.median(samples)
+    return run_load_script(url, LOAD, runs)
 
 
 def main() -> None:
@@ -125,14 +106,8 @@ def main() -> None:
     ap.add_argument("--skip-load", action="store_true")
     args = ap.parse_args()
     admin = server_url()
-    from urllib.parse import urlsplit, urlunsplit
-
-    url = urlunsplit(urlsplit(admin)._replace(path="/pgbus_bench_wfpages"))
+    url = scratch_database(admin, "pgbus_bench_wfpages", fresh=not args.skip_load)
     if not args.skip_load:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute("DROP DATABASE IF EXISTS pgbus_bench_wfpages WITH (FORCE)")
-            c.execute("CREATE DATABASE pgbus_bench_wfpages")
-        migrate.migrate(url)
         print(f"loading {args.runs:,} runs ...", flush=True)
         print(f"loaded in {load(url, args.runs):.0f} s", flush=True)
     pgbus.configure(database_url=url)
@@ -195,12 +170,12 @@ def main() -> None:
     ]
     # The test client's own cost per request (measured on /livez, which does nothing) is taken
     # off each page's time: what remains is the server's work (SQL and rendering).
-    base = timed(lambda: c.get("/livez"), args.repeat * 2)
+    base = median_ms(lambda: c.get("/livez"), args.repeat * 2)
     print(f"test client overhead per request (median, subtracted below): {base:.1f} ms")
     print(f"\n{'page':<95} {'median ms':>10} {'budget':>7}")
     over = []
     for kind, path in pages:
-        ms = max(0.0, timed(get(path), args.repeat) - base)
+        ms = max(0.0, median_ms(get(path), args.repeat) - base)
         budget = BUDGETS_MS[kind]
         flag = "" if ms <= budget else "  OVER"
         if flag:
@@ -209,7 +184,7 @@ def main() -> None:
     from pgbus.data import DataSource
 
     data = DataSource(url)
-    ms = timed(data.workflow_home_card, args.repeat)
+    ms = median_ms(data.workflow_home_card, args.repeat)
     print(
         f"{'home card: pgbus.workflow_home_card()':<95} {ms:>10.1f} {BUDGETS_MS['home card']:>7}"
         f"{'' if ms <= BUDGETS_MS['home card'] else '  OVER'}"
