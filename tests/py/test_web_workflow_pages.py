@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 import pgbus
+from tests.py.support import wait_until
 from tests.py.web_support import client, flash_text, post
 from tests.py.workflow_page_support import (
     end_step,
@@ -463,6 +464,22 @@ def test_actions_need_the_csrf_token_and_a_known_verb(db_url, conn, runs):
     assert status(conn, run) == "paused"
 
 
+def wait_for_lock_waits(db_url: str, n: int, query_like: str, what: str) -> None:
+    """Until n sessions of this database wait on a lock, running a query LIKE query_like."""
+    with psycopg.connect(db_url, autocommit=True) as probe:
+        wait_until(
+            lambda: (
+                probe.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND query LIKE %s",
+                    (query_like,),
+                ).fetchone()[0]
+                >= n
+            ),
+            what=what,
+        )
+
+
 def test_two_operators_resume_and_cancel_at_once(db_url, conn, runs):
     """Both press on one paused run at the same moment: one wins, the other is told the truth."""
     import threading
@@ -488,9 +505,7 @@ def test_two_operators_resume_and_cancel_at_once(db_url, conn, runs):
     ]
     for t in threads:
         t.start()
-    import time
-
-    time.sleep(0.5)
+    wait_for_lock_waits(db_url, 2, "%", "both requests waiting on the run's row")
     blocker.rollback()
     blocker.close()
     for t in threads:
@@ -569,9 +584,7 @@ def test_bulk_answers_moved_on_when_a_worker_finishes_runs_meanwhile(db_url, con
 
     t = threading.Thread(target=press)
     t.start()
-    import time
-
-    time.sleep(0.5)
+    wait_for_lock_waits(db_url, 1, "%workflow_attention_act%", "the bulk cancel waiting on the run")
     worker.commit()
     worker.close()
     t.join(30)
