@@ -113,3 +113,124 @@ LANGUAGE sql STABLE AS $$
     FROM keys
     ORDER BY k
 $$;
+
+-- The rollup of closed hours (pgbus.workflow_insights_rollup: sql/functions/530, tables:
+-- sql/schema/0018), as the insights read it.
+
+-- The lock that orders the rollup against writes that forget hours: the rollup takes it
+-- exclusively, such a write shared (until its transaction ends), so a rollup never misses a
+-- write it cannot see yet, and a write never misses an hour rolled up meanwhile.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_lock_key() RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$ SELECT 7340213911850131207::bigint $$;
+
+-- The hour a time falls in (UTC hours: a rolled-up hour does not depend on any time zone).
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_hour(at timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE AS $$ SELECT date_bin(interval '1 hour', $1, timestamptz '2000-01-01 00:00:00+00') $$;
+
+-- Whether the insights read rolled-up hours: yes, unless the setting pgbus.insights_rollup is
+-- 'off' (SET pgbus.insights_rollup = off: every figure live, as a check or while rebuilding).
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_rollup_on() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(current_setting('pgbus.insights_rollup', true), '') NOT IN ('off', 'false', '0')
+$$;
+
+-- The rolled-up hours wholly inside [since, until), as ranges.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_covered(since timestamptz, until timestamptz)
+RETURNS tstzmultirange
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
+    FROM pgbus.workflow_insights_hours h
+    WHERE pgbus.workflow_insights_rollup_on()
+      AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour'
+$$;
+
+-- The parts of [since, until) to read live: the window less its rolled-up hours. (PL/pgSQL,
+-- so that the planner takes it for the few ranges it is and reads each from its index.)
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_uncovered(since timestamptz, until timestamptz)
+RETURNS TABLE (lo timestamptz, hi timestamptz)
+LANGUAGE plpgsql STABLE ROWS 2 AS $$
+BEGIN
+    IF since < until THEN
+        RETURN QUERY
+        SELECT lower(r), upper(r)
+        FROM unnest(tstzmultirange(tstzrange(since, until)) - pgbus.workflow_insights_covered(since, until)) r;
+    END IF;
+END;
+$$;
+
+
+-- The live parts of a window: pgbus.workflow_class_window_figures' attempts, and the runs that
+-- ended (of one class, or of all when workflow_class is NULL), in [since, until) less its
+-- rolled-up hours. Each part is planned for its own bounds (EXECUTE), so a part of a few
+-- minutes is one short index range whatever the window.
+CREATE OR REPLACE FUNCTION pgbus.workflow_class_live_figures(workflow_class text, since timestamptz, until timestamptz)
+RETURNS TABLE (step_name text, step_id bigint, failed boolean, reattempted boolean,
+               skipped boolean, run_time double precision, pickup double precision,
+               seen timestamptz, ended_at timestamptz, app_revision text)
+LANGUAGE plpgsql STABLE ROWS 1000 AS $$
+DECLARE
+    part record;
+BEGIN
+    FOR part IN SELECT * FROM pgbus.workflow_insights_uncovered(since, until) LOOP
+        RETURN QUERY EXECUTE 'SELECT * FROM pgbus.workflow_class_window_figures($1, $2, $3)'
+            USING workflow_class, part.lo, part.hi;
+    END LOOP;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_live_runs(workflow_class text, since timestamptz, until timestamptz)
+RETURNS TABLE (run_class text, status text, secs double precision)
+LANGUAGE plpgsql STABLE ROWS 1000 AS $$
+DECLARE
+    part record;
+BEGIN
+    FOR part IN SELECT * FROM pgbus.workflow_insights_uncovered(since, until) LOOP
+        RETURN QUERY EXECUTE
+            'SELECT x.workflow_class, x.status, extract(epoch FROM x.ended_at - x.created_at)::double precision
+             FROM pgbus.workflows x
+             WHERE x.ended_at >= $2 AND x.ended_at < $3 AND ($1 IS NULL OR x.workflow_class = $1)'
+            USING workflow_class, part.lo, part.hi;
+    END LOOP;
+END;
+$$;
+
+-- The funnel's rolled-up hours wholly inside [since, until) whose counted attempts' times lie
+-- inside it too (the live query would count every one of them).
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_funnel_covered(since timestamptz, until timestamptz)
+RETURNS tstzmultirange
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
+    FROM pgbus.workflow_insights_funnel_hours h
+    WHERE pgbus.workflow_insights_rollup_on()
+      AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour'
+      AND (h.first_ended IS NULL OR h.first_ended >= $1)
+      AND (h.last_created IS NULL OR h.last_created < $2)
+$$;
+
+-- The runs of a class created in [since, until) that the funnel reads live: all of those
+-- created outside `covered`, and the ongoing ones created inside it.
+CREATE OR REPLACE FUNCTION pgbus.workflow_funnel_live_runs(
+    workflow_class text, since timestamptz, until timestamptz, covered tstzmultirange
+) RETURNS TABLE (workflow_id uuid, status text, current_step text, current_step_id bigint)
+LANGUAGE plpgsql STABLE ROWS 200 AS $$
+DECLARE
+    part record;
+BEGIN
+    IF since >= until THEN
+        RETURN;
+    END IF;
+    FOR part IN SELECT lower(r) AS lo, upper(r) AS hi FROM unnest(tstzmultirange(tstzrange(since, until)) - covered) r LOOP
+        RETURN QUERY EXECUTE
+            'SELECT w.workflow_id, w.status, w.current_step, w.current_step_id FROM pgbus.workflows w
+             WHERE w.workflow_class = $1 AND w.created_at >= $2 AND w.created_at < $3'
+            USING workflow_class, part.lo, part.hi;
+    END LOOP;
+    IF NOT isempty(covered) THEN
+        RETURN QUERY EXECUTE
+            'SELECT w.workflow_id, w.status, w.current_step, w.current_step_id FROM pgbus.workflows w
+             WHERE w.workflow_class = $1 AND w.ended_at IS NULL AND w.created_at >= $2 AND w.created_at < $3
+               AND w.created_at <@ $4'
+            USING workflow_class, lower(covered), upper(covered), covered;
+    END IF;
+END;
+$$;

@@ -48,8 +48,9 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_definitions_overview(
                  on_removed_steps bigint, removed_steps text[], since timestamptz,
                  until timestamptz)
 LANGUAGE plpgsql STABLE
--- (The durations' sort stays in memory: 30 days can hold a few hundred thousand runs.)
-SET work_mem = '64MB' AS $$
+-- (The durations' sort stays in memory: 30 days can hold a few hundred thousand runs. No JIT:
+-- compiling costs more than these queries take.)
+SET work_mem = '64MB' SET jit = off AS $$
 DECLARE
     win record;
 BEGIN
@@ -77,22 +78,33 @@ BEGIN
         WHERE w.ended_at IS NULL AND w.created_at < win.until
         GROUP BY w.workflow_class
     ),
+    rolled AS (
+        SELECT h.* FROM pgbus.workflow_insights_run_hours h
+        WHERE h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
+          AND pgbus.workflow_insights_rollup_on()
+    ),
     stuck AS (
         SELECT k.workflow_class AS cls, count(*) AS n
         FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
         GROUP BY k.workflow_class
     ),
     ended AS (
-        SELECT w.workflow_class AS cls,
-               count(*) FILTER (WHERE w.status = 'finished') AS finished,
-               count(*) FILTER (WHERE w.status = 'cancelled') AS cancelled,
-               percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY w.secs)
-                   FILTER (WHERE w.status = 'finished') AS p
-        FROM (SELECT x.workflow_class, x.status,
-                     extract(epoch FROM x.ended_at - x.created_at)::double precision AS secs
-              FROM pgbus.workflows x
-              WHERE x.ended_at >= win.since AND x.ended_at < win.until) w
-        GROUP BY w.workflow_class
+        -- The window's rolled-up hours (pgbus.workflow_insights_run_hours: counts, and the
+        -- finished runs' sorted durations unnested), the rest live.
+        SELECT u.cls, sum(u.finished)::bigint AS finished, sum(u.cancelled)::bigint AS cancelled,
+               percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY u.secs)
+                   FILTER (WHERE u.secs IS NOT NULL) AS p
+        FROM (SELECT x.run_class AS cls, (x.status = 'finished')::int AS finished,
+                     (x.status = 'cancelled')::int AS cancelled,
+                     CASE WHEN x.status = 'finished' THEN x.secs END AS secs
+              FROM pgbus.workflow_insights_live_runs(NULL, win.since, win.until) x
+              UNION ALL
+              SELECT h.workflow_class, h.finished::int, h.cancelled::int, NULL
+              FROM rolled h
+              UNION ALL
+              SELECT h.workflow_class, 0, 0, v.secs
+              FROM rolled h CROSS JOIN LATERAL unnest(h.durations) AS v(secs)) u
+        GROUP BY u.cls
     )
     SELECT c.cls, d.cls IS NOT NULL,
            CASE WHEN d.cls IS NOT NULL THEN coalesce(cardinality(d.live), 0) END,

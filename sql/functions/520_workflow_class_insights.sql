@@ -44,22 +44,41 @@ $$;
 
 -- The figures (pgbus.workflow_step_figures' inputs) of a class's attempts that ended in
 -- [since, until), per step (per_revision false) and per app revision and step (per_revision
--- true; attempts without a revision are in the per-step rows only), in one read of the attempts.
+-- true; attempts without a revision are in the per-step rows only), in one read of the attempts:
+-- the window's rolled-up hours from pgbus.workflow_insights_attempt_hours (their counts, and
+-- their sorted durations unnested), the rest of the window live.
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_figures(workflow_class text, since timestamptz, until timestamptz)
 RETURNS TABLE (app_revision text, step_name text, per_revision boolean, first_id bigint,
                first_seen timestamptz, last_seen timestamptz, n bigint, failed bigint,
                reattempted bigint, skipped bigint, run_time double precision[],
                pickup double precision[])
 LANGUAGE sql STABLE AS $$
-    SELECT a.app_revision, a.step_name, GROUPING(a.app_revision) = 0, min(a.step_id),
-           min(a.seen), max(a.ended_at), count(*),
-           count(*) FILTER (WHERE a.failed), count(*) FILTER (WHERE a.reattempted),
-           count(*) FILTER (WHERE a.skipped),
+    WITH rolled AS (
+        SELECT h.* FROM pgbus.workflow_insights_attempt_hours h
+        WHERE h.run_class = $1 AND h.hour >= $2 AND h.hour <= $3 - interval '1 hour'
+          AND pgbus.workflow_insights_rollup_on()
+    ),
+    a AS (
+        SELECT f.app_revision, f.step_name, f.step_id AS first_id, f.seen AS first_seen, f.ended_at AS last_seen,
+               1 AS n, (f.failed IS TRUE)::int AS failed, (f.reattempted IS TRUE)::int AS reattempted,
+               (f.skipped IS TRUE)::int AS skipped, f.run_time, f.pickup
+        FROM pgbus.workflow_class_live_figures($1, $2, $3) f
+        UNION ALL
+        SELECT h.app_revision, h.step_name, h.first_id, h.first_seen, h.last_seen, h.n, h.failed, h.reattempted,
+               h.skipped, NULL, NULL
+        FROM rolled h
+        UNION ALL
+        SELECT h.app_revision, h.step_name, NULL, NULL, NULL, 0, 0, 0, 0, v.run_time, v.pickup
+        FROM rolled h CROSS JOIN LATERAL unnest(h.run_times, h.pickups) AS v(run_time, pickup)
+    )
+    SELECT a.app_revision, a.step_name, GROUPING(a.app_revision) = 0, min(a.first_id),
+           min(a.first_seen), max(a.last_seen), sum(a.n)::bigint,
+           sum(a.failed)::bigint, sum(a.reattempted)::bigint, sum(a.skipped)::bigint,
            percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.run_time)
                FILTER (WHERE a.run_time IS NOT NULL),
            percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.pickup)
                FILTER (WHERE a.pickup IS NOT NULL)
-    FROM pgbus.workflow_class_window_figures($1, $2, $3) a
+    FROM a
     GROUP BY GROUPING SETS ((a.step_name), (a.app_revision, a.step_name))
     HAVING GROUPING(a.app_revision) = 1 OR a.app_revision IS NOT NULL
 $$;
@@ -133,7 +152,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_steps(
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 -- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
-SET work_mem = '64MB' AS $$
+SET work_mem = '64MB' SET jit = off AS $$
 DECLARE
     win record;
     registered boolean;
@@ -218,7 +237,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_throughput(
     retention interval DEFAULT interval '30 days',
     as_of timestamptz DEFAULT now()
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET jit = off AS $$
 DECLARE
     win record;
     tz text := coalesce(time_zone, current_setting('TimeZone'));
@@ -267,17 +286,23 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_durations(
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 -- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
-SET work_mem = '64MB' AS $$
+SET work_mem = '64MB' SET jit = off AS $$
 DECLARE
     win record;
     answer jsonb;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
     WITH d AS (
-        SELECT extract(epoch FROM w.ended_at - w.created_at)::double precision AS secs
-        FROM pgbus.workflows w
-        WHERE w.workflow_class = workflow_class_durations.workflow_class
-          AND w.ended_at >= win.since AND w.ended_at < win.until AND w.status = 'finished'
+        -- The window's rolled-up hours (pgbus.workflow_insights_run_hours), the rest live.
+        SELECT w.secs
+        FROM pgbus.workflow_insights_live_runs(workflow_class_durations.workflow_class, win.since, win.until) w
+        WHERE w.status = 'finished'
+        UNION ALL
+        SELECT x.secs
+        FROM pgbus.workflow_insights_run_hours h CROSS JOIN LATERAL unnest(h.durations) AS x(secs)
+        WHERE h.workflow_class = workflow_class_durations.workflow_class
+          AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
+          AND pgbus.workflow_insights_rollup_on()
     ),
     bins(i, label, lo, hi) AS (
         VALUES (1, '< 1 s', 0, 1), (2, '1–10 s', 1, 10), (3, '10 s–1 min', 10, 60),
@@ -317,47 +342,62 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_funnel(
     retention interval DEFAULT interval '30 days',
     as_of timestamptz DEFAULT now()
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET jit = off AS $$
 DECLARE
     win record;
     answer jsonb;
+    covered tstzmultirange;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
-    WITH runs AS (
-        SELECT w.workflow_id, w.status, w.current_step, w.current_step_id
-        FROM pgbus.workflows w
-        WHERE w.workflow_class = workflow_class_funnel.workflow_class
-          AND w.created_at >= win.since AND w.created_at < win.until
+    -- The hours whose ended runs are rolled up (pgbus.workflow_insights_funnel_*); every other
+    -- run created in the window is read live.
+    covered := pgbus.workflow_insights_funnel_covered(win.since, win.until);
+    WITH runs AS MATERIALIZED (
+        SELECT * FROM pgbus.workflow_funnel_live_runs(workflow_class_funnel.workflow_class, win.since, win.until, covered)
+    ),
+    rolled_runs AS (
+        SELECT coalesce(sum(h.finished), 0)::bigint AS finished, coalesce(sum(h.cancelled), 0)::bigint AS cancelled
+        FROM pgbus.workflow_insights_funnel_runs h
+        WHERE h.workflow_class = workflow_class_funnel.workflow_class
+          AND h.hour >= lower(covered) AND h.hour < upper(covered) AND h.hour <@ covered
+    ),
+    rolled_steps AS (
+        SELECT h.step_name, h.reached, h.first_id, h.cancelled
+        FROM pgbus.workflow_insights_funnel_steps h
+        WHERE h.workflow_class = workflow_class_funnel.workflow_class
+          AND h.hour >= lower(covered) AND h.hour < upper(covered) AND h.hour <@ covered
     ),
     -- A run reached a step when it has a first attempt of it (attempt 1; later ones are
-    -- reattempts or resumes). Ended attempts end after their run was created, so those of the
-    -- window's runs lie in the class's range of workflow_steps_class_ended_idx from `since` on;
-    -- an open one is its run's current attempt.
+    -- reattempts or resumes) that ended in the window, or that is open and its current one.
     firsts AS (
         SELECT s.workflow_id, s.step_name, s.step_id
-        FROM pgbus.workflow_steps s
-        WHERE s.run_class = workflow_class_funnel.workflow_class AND s.ended_at >= win.since
-          AND s.attempt = 1 AND s.created_at < win.until
-        UNION ALL
-        SELECT s.workflow_id, s.step_name, s.step_id
-        FROM runs r JOIN pgbus.workflow_steps s ON s.step_id = r.current_step_id
-        WHERE s.ended_at IS NULL AND s.attempt = 1 AND s.created_at < win.until
+        FROM runs r JOIN pgbus.workflow_steps s ON s.workflow_id = r.workflow_id
+        WHERE s.attempt = 1 AND s.created_at < win.until
+          AND ((s.run_class = workflow_class_funnel.workflow_class AND s.ended_at >= win.since)
+               OR (s.ended_at IS NULL AND s.step_id = r.current_step_id))
     ),
     reached AS (
-        SELECT a.step_name, count(*) AS n, min(a.step_id) AS first_id
-        FROM firsts a
-        WHERE a.workflow_id IN (SELECT r.workflow_id FROM runs r)
-        GROUP BY a.step_name
+        SELECT u.step_name, sum(u.n)::bigint AS n, min(u.first_id) AS first_id
+        FROM (SELECT a.step_name, count(*) AS n, min(a.step_id) AS first_id FROM firsts a GROUP BY a.step_name
+              UNION ALL
+              SELECT h.step_name, h.reached, h.first_id FROM rolled_steps h WHERE h.reached > 0) u
+        GROUP BY u.step_name
     ),
     here AS (
-        SELECT r.current_step AS step_name,
-               count(*) FILTER (WHERE r.status = 'ready') AS ready,
-               count(*) FILTER (WHERE r.status = 'running') AS running,
-               count(*) FILTER (WHERE r.status = 'waiting') AS waiting,
-               count(*) FILTER (WHERE r.status = 'paused') AS paused,
-               count(*) FILTER (WHERE r.status = 'cancelled') AS cancelled
-        FROM runs r WHERE r.current_step IS NOT NULL AND r.status <> 'finished'
-        GROUP BY r.current_step
+        SELECT u.step_name, sum(u.ready)::bigint AS ready, sum(u.running)::bigint AS running,
+               sum(u.waiting)::bigint AS waiting, sum(u.paused)::bigint AS paused,
+               sum(u.cancelled)::bigint AS cancelled
+        FROM (SELECT r.current_step AS step_name,
+                     count(*) FILTER (WHERE r.status = 'ready') AS ready,
+                     count(*) FILTER (WHERE r.status = 'running') AS running,
+                     count(*) FILTER (WHERE r.status = 'waiting') AS waiting,
+                     count(*) FILTER (WHERE r.status = 'paused') AS paused,
+                     count(*) FILTER (WHERE r.status = 'cancelled') AS cancelled
+              FROM runs r WHERE r.current_step IS NOT NULL AND r.status <> 'finished'
+              GROUP BY r.current_step
+              UNION ALL
+              SELECT h.step_name, 0, 0, 0, 0, h.cancelled FROM rolled_steps h WHERE h.cancelled > 0) u
+        GROUP BY u.step_name
     ),
     def AS (
         SELECT x ->> 'name' AS step_name, o AS pos
@@ -374,9 +414,9 @@ BEGIN
         GROUP BY u.step_name
     )
     SELECT jsonb_build_object(
-        'started', (SELECT count(*) FROM runs),
-        'finished', (SELECT count(*) FROM runs WHERE status = 'finished'),
-        'cancelled', (SELECT count(*) FROM runs WHERE status = 'cancelled'),
+        'started', (SELECT count(*) FROM runs) + (SELECT finished + cancelled FROM rolled_runs),
+        'finished', (SELECT count(*) FROM runs WHERE status = 'finished') + (SELECT finished FROM rolled_runs),
+        'cancelled', (SELECT count(*) FROM runs WHERE status = 'cancelled') + (SELECT cancelled FROM rolled_runs),
         'ongoing', (SELECT count(*) FROM runs WHERE status NOT IN ('finished', 'cancelled')),
         'steps', coalesce((
             SELECT jsonb_agg(jsonb_build_object(
@@ -410,7 +450,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_revisions(
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 -- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
-SET work_mem = '64MB' AS $$
+SET work_mem = '64MB' SET jit = off AS $$
 DECLARE
     win record;
 BEGIN
@@ -440,7 +480,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_page(
     waiting_threshold interval DEFAULT interval '7 days',
     max_revisions integer DEFAULT 5
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET jit = off AS $$
 BEGIN
     IF NOT pgbus.workflow_class_exists(workflow_class) THEN
         RETURN NULL;

@@ -1,0 +1,191 @@
+-- The workflow insights' rollup of closed hours (tables: sql/schema/0018). The insights
+-- functions read a window's whole hours that are rolled up from pgbus.workflow_insights_run_hours
+-- and pgbus.workflow_insights_attempt_hours, and everything else in the window live, from the
+-- same expressions: the answers are the live query's, to the last digit (percentiles from the
+-- sorted durations, not from histograms).
+
+-- Forgets the rolled-up hours holding these times (NULLs ignored): `ended` the hours of runs
+-- and attempts by their end, `created` the funnel's hours by a run's creation. The next rollup
+-- does them again; until then the insights read them live.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_forget(ended timestamptz[], created timestamptz[])
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(pgbus.workflow_insights_lock_key());
+    DELETE FROM pgbus.workflow_insights_hours h
+    WHERE h.hour IN (SELECT pgbus.workflow_insights_hour(t) FROM unnest(ended) t WHERE t IS NOT NULL);
+    DELETE FROM pgbus.workflow_insights_funnel_hours h
+    WHERE h.hour IN (SELECT pgbus.workflow_insights_hour(t) FROM unnest(created) t WHERE t IS NOT NULL);
+END;
+$$;
+DROP FUNCTION IF EXISTS pgbus.workflow_insights_forget(timestamptz[]);
+
+-- The triggers of sql/schema/0018 (a row dated into the past written, an ended row changed or
+-- deleted, a run of an earlier hour ended): the hours of its old and new end, and the funnel
+-- hour of its run's creation.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_row_changed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    runs uuid[];
+BEGIN
+    IF TG_TABLE_NAME = 'workflows' THEN
+        PERFORM pgbus.workflow_insights_forget(
+            ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.ended_at END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.ended_at END],
+            ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.created_at END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.created_at END]);
+    ELSE
+        runs := ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.workflow_id END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.workflow_id END];
+        PERFORM pgbus.workflow_insights_forget(
+            ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.ended_at END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.ended_at END],
+            ARRAY(SELECT w.created_at FROM pgbus.workflows w WHERE w.workflow_id = ANY (runs)));
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_truncated() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(pgbus.workflow_insights_lock_key());
+    DELETE FROM pgbus.workflow_insights_hours;
+    DELETE FROM pgbus.workflow_insights_funnel_hours;
+    RETURN NULL;
+END;
+$$;
+
+-- Rolls up the closed hours of the last 30 days (and one hour) not rolled up yet, newest
+-- first, at most `max_hours` of them; forgets hours older than that. Closed: the hour ended
+-- before now and before every other open transaction of the database began (and before every
+-- prepared one was prepared): pgbus dates a row at or after its transaction's start, so no
+-- row can still appear in a closed hour except by a write dated into the past, which forgets
+-- it again (the triggers). Idempotent; runs at READ COMMITTED (each statement sees what
+-- committed before it). Returns how many hours it rolled up (the
+-- funnel's hours by creation and the others by end, counted apart).
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_rollup(max_hours integer DEFAULT 800)
+RETURNS integer
+LANGUAGE plpgsql
+SET work_mem = '64MB' SET jit = off AS $$
+DECLARE
+    closed timestamptz;
+    horizon timestamptz := pgbus.workflow_insights_hour(now() - interval '721 hours');
+    todo tstzmultirange;
+    n integer;
+    done integer;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'pgbus: the insights rollup runs at READ COMMITTED, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    PERFORM pg_advisory_xact_lock(pgbus.workflow_insights_lock_key());
+    PERFORM pg_stat_clear_snapshot();  -- (pg_stat_activity as it is now, not as first read in this transaction)
+    SELECT least(clock_timestamp(), min(a.xact_start),
+                 (SELECT min(p.prepared) FROM pg_prepared_xacts p WHERE p.database = current_database()))
+    INTO closed
+    FROM pg_stat_activity a
+    WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL;
+    DELETE FROM pgbus.workflow_insights_hours h WHERE h.hour < horizon;
+    DELETE FROM pgbus.workflow_insights_funnel_hours h WHERE h.hour < horizon;
+    n := pgbus.workflow_insights_rollup_funnel(horizon, closed, max_hours);
+    WITH new AS (
+        INSERT INTO pgbus.workflow_insights_hours (hour)
+        SELECT g FROM generate_series(horizon, closed - interval '1 hour', interval '1 hour') g
+        WHERE NOT EXISTS (SELECT 1 FROM pgbus.workflow_insights_hours h WHERE h.hour = g)
+        ORDER BY g DESC
+        LIMIT greatest(max_hours, 0)
+        RETURNING hour
+    )
+    SELECT count(*), coalesce(range_agg(tstzrange(new.hour, new.hour + interval '1 hour')), '{}') INTO done, todo FROM new;
+    IF done = 0 THEN
+        RETURN n;
+    END IF;
+    -- Runs: from workflows_ended_idx, range by range.
+    INSERT INTO pgbus.workflow_insights_run_hours (workflow_class, hour, finished, cancelled, durations)
+    SELECT w.workflow_class, pgbus.workflow_insights_hour(w.ended_at),
+           count(*) FILTER (WHERE w.status = 'finished'), count(*) FILTER (WHERE w.status = 'cancelled'),
+           coalesce(array_agg(w.secs ORDER BY w.secs) FILTER (WHERE w.status = 'finished'), '{}')
+    FROM unnest(todo) r
+    CROSS JOIN LATERAL (
+        SELECT x.workflow_class, x.status, x.ended_at,
+               extract(epoch FROM x.ended_at - x.created_at)::double precision AS secs
+        FROM pgbus.workflows x
+        WHERE x.ended_at >= lower(r) AND x.ended_at < upper(r)
+    ) w
+    GROUP BY 1, 2;
+    -- Attempts: class by class (workflow_steps_class_ended_idx), through the live query's function.
+    INSERT INTO pgbus.workflow_insights_attempt_hours
+        (run_class, hour, step_name, app_revision, n, failed, reattempted, skipped, first_id, first_seen,
+         last_seen, run_times, pickups)
+    SELECT c.cls, pgbus.workflow_insights_hour(f.ended_at), f.step_name, f.app_revision, count(*),
+           count(*) FILTER (WHERE f.failed), count(*) FILTER (WHERE f.reattempted),
+           count(*) FILTER (WHERE f.skipped), min(f.step_id), min(f.seen), max(f.ended_at),
+           coalesce(array_agg(f.run_time ORDER BY f.run_time) FILTER (WHERE f.run_time IS NOT NULL), '{}'),
+           coalesce(array_agg(f.pickup ORDER BY f.pickup) FILTER (WHERE f.pickup IS NOT NULL), '{}')
+    FROM pgbus.workflow_run_classes() c(cls)
+    CROSS JOIN unnest(todo) r
+    CROSS JOIN LATERAL pgbus.workflow_class_window_figures(c.cls, lower(r), upper(r)) f
+    GROUP BY c.cls, 2, f.step_name, f.app_revision;
+    RETURN n + done;
+END;
+$$;
+
+-- The funnel's part of pgbus.workflow_insights_rollup: the closed hours from `horizon` not rolled
+-- up yet (newest first, at most max_hours), each with the runs created in it that had ended
+-- (finished or cancelled: they never change again), per class and per step, counted as
+-- pgbus.workflow_class_funnel counts them. Returns how many hours.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_rollup_funnel(horizon timestamptz, closed timestamptz, max_hours integer)
+RETURNS integer
+LANGUAGE plpgsql
+SET work_mem = '64MB' SET jit = off AS $$
+DECLARE
+    todo tstzmultirange;
+    n integer;
+BEGIN
+    SELECT count(*), coalesce(range_agg(tstzrange(g, g + interval '1 hour')), '{}') INTO n, todo
+    FROM (SELECT g FROM generate_series(horizon, closed - interval '1 hour', interval '1 hour') g
+          WHERE NOT EXISTS (SELECT 1 FROM pgbus.workflow_insights_funnel_hours h WHERE h.hour = g)
+          ORDER BY g DESC
+          LIMIT greatest(max_hours, 0)) x;
+    IF n = 0 THEN
+        RETURN 0;
+    END IF;
+    CREATE TEMP TABLE IF NOT EXISTS pgbus_funnel_runs (
+        workflow_id uuid, workflow_class text, status text, current_step text, current_step_id bigint,
+        hour timestamptz) ON COMMIT DROP;
+    CREATE TEMP TABLE IF NOT EXISTS pgbus_funnel_firsts (
+        workflow_id uuid, step_name text, step_id bigint, ended_at timestamptz, created_at timestamptz) ON COMMIT DROP;
+    TRUNCATE pgbus_funnel_runs, pgbus_funnel_firsts;
+    INSERT INTO pgbus_funnel_runs
+    SELECT w.workflow_id, w.workflow_class, w.status, w.current_step, w.current_step_id,
+           pgbus.workflow_insights_hour(w.created_at)
+    FROM unnest(todo) r
+    CROSS JOIN LATERAL (SELECT * FROM pgbus.workflows x
+                        WHERE x.created_at >= lower(r) AND x.created_at < upper(r) AND x.ended_at IS NOT NULL) w;
+    -- A run reached a step with a first attempt of it that ended, or that is open and its current one.
+    INSERT INTO pgbus_funnel_firsts
+    SELECT s.workflow_id, s.step_name, s.step_id, s.ended_at, s.created_at
+    FROM pgbus_funnel_runs r JOIN pgbus.workflow_steps s ON s.workflow_id = r.workflow_id
+    WHERE s.attempt = 1 AND (s.ended_at IS NOT NULL OR s.step_id = r.current_step_id);
+    INSERT INTO pgbus.workflow_insights_funnel_hours (hour, first_ended, last_created)
+    SELECT g, sp.first_ended, sp.last_created
+    FROM unnest(todo) t
+    CROSS JOIN LATERAL generate_series(lower(t), upper(t) - interval '1 hour', interval '1 hour') g
+    LEFT JOIN (SELECT r.hour, min(f.ended_at) AS first_ended, max(f.created_at) AS last_created
+               FROM pgbus_funnel_runs r JOIN pgbus_funnel_firsts f USING (workflow_id)
+               GROUP BY r.hour) sp ON sp.hour = g;
+    INSERT INTO pgbus.workflow_insights_funnel_runs (workflow_class, hour, finished, cancelled)
+    SELECT r.workflow_class, r.hour, count(*) FILTER (WHERE r.status = 'finished'),
+           count(*) FILTER (WHERE r.status = 'cancelled')
+    FROM pgbus_funnel_runs r GROUP BY 1, 2;
+    INSERT INTO pgbus.workflow_insights_funnel_steps (workflow_class, hour, step_name, reached, first_id, cancelled)
+    SELECT coalesce(a.workflow_class, h.workflow_class), coalesce(a.hour, h.hour), coalesce(a.step_name, h.step_name),
+           coalesce(a.reached, 0), a.first_id, coalesce(h.cancelled, 0)
+    FROM (SELECT r.workflow_class, r.hour, f.step_name, count(*) AS reached, min(f.step_id) AS first_id
+          FROM pgbus_funnel_runs r JOIN pgbus_funnel_firsts f USING (workflow_id)
+          GROUP BY 1, 2, 3) a
+    FULL JOIN (SELECT r.workflow_class, r.hour, r.current_step AS step_name,
+                      count(*) FILTER (WHERE r.status = 'cancelled') AS cancelled
+               FROM pgbus_funnel_runs r WHERE r.current_step IS NOT NULL AND r.status <> 'finished'
+               GROUP BY 1, 2, 3) h
+      ON h.workflow_class = a.workflow_class AND h.hour = a.hour AND h.step_name = a.step_name;
+    RETURN n;
+END;
+$$;
