@@ -52,21 +52,22 @@ BEGIN
 END;
 $$;
 
--- Rolls up the closed hours of the last 30 days (and one hour) not rolled up yet, newest
--- first, at most `max_hours` of them; forgets hours older than that. Closed: the hour ended
+-- Rolls up the closed hours of the last 30 days (and one hour; from `since` when given) not
+-- rolled up yet, newest first, at most `max_hours` of them; forgets hours older than that. Closed: the hour ended
 -- before now and before every other open transaction of the database began (and before every
 -- prepared one was prepared): pgbus dates a row at or after its transaction's start, so no
 -- row can still appear in a closed hour except by a write dated into the past, which forgets
 -- it again (the triggers). Idempotent; runs at READ COMMITTED (each statement sees what
 -- committed before it). Returns how many hours it rolled up (the
 -- funnel's hours by creation and the others by end, counted apart).
-CREATE OR REPLACE FUNCTION pgbus.workflow_insights_rollup(max_hours integer DEFAULT 800)
+DROP FUNCTION IF EXISTS pgbus.workflow_insights_rollup(integer);
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_rollup(max_hours integer DEFAULT 800, since timestamptz DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql
 SET work_mem = '64MB' SET jit = off AS $$
 DECLARE
     closed timestamptz;
-    horizon timestamptz := pgbus.workflow_insights_hour(now() - interval '721 hours');
+    horizon timestamptz := pgbus.workflow_insights_hour(coalesce(since, now() - interval '721 hours'));
     todo tstzmultirange;
     n integer;
     done integer;

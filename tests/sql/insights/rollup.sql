@@ -1,0 +1,134 @@
+-- pgTAP tests for the insights' rollup of closed hours (sql/functions/530_workflow_insights_rollup.sql,
+-- sql/schema/0018): with the fixed data of the other insights tests rolled up, every insights
+-- function answers exactly what it answers live (SET pgbus.insights_rollup = off), for windows
+-- with ragged ends, capped or not; the answers do come from the rollup; and every write that
+-- could make a rolled-up hour wrong forgets it, while pgbus's own writes of a step do not.
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(33);
+\ir ../include/insights_setup.psql
+
+-- Every insights answer over the fixture's classes and the four windows, as of `at`.
+CREATE FUNCTION pg_temp.answers(at timestamptz) RETURNS jsonb LANGUAGE sql AS $f$
+    SELECT jsonb_build_object(
+        'overview', (SELECT jsonb_agg(jsonb_build_array(w.w, r.r, to_jsonb(o)) ORDER BY w.w, r.r, o.workflow_class)
+                     FROM unnest(ARRAY['1h', '24h', '7d', '30d']) w(w), unnest(ARRAY[NULL, interval '30 days', interval '20 hours']) r(r),
+                          pgbus.workflow_definitions_overview(w.w, r.r, at) o),
+        'classes', (SELECT jsonb_agg(jsonb_build_array(
+                        c.c, w.w,
+                        pgbus.workflow_class_steps(c.c, w.w, NULL, at, max_revisions => 5),
+                        pgbus.workflow_class_steps(c.c, w.w, interval '20 hours', at),
+                        pgbus.workflow_class_throughput(c.c, w.w, 'Europe/Berlin', NULL, at),
+                        pgbus.workflow_class_durations(c.c, w.w, NULL, at),
+                        pgbus.workflow_class_durations(c.c, w.w, interval '20 hours', at),
+                        pgbus.workflow_class_funnel(c.c, w.w, NULL, at),
+                        pgbus.workflow_class_funnel(c.c, w.w, interval '20 hours', at),
+                        pgbus.workflow_class_revisions(c.c, w.w, NULL, at, 3)) ORDER BY c.c, w.w)
+                    FROM unnest(ARRAY['ins.Shop', 'ins.Gone', 'ins.Empty', 'ins.Fun', 'ins.Rev']) c(c),
+                         unnest(ARRAY['1h', '24h', '7d', '30d']) w(w)))
+$f$;
+CREATE FUNCTION pg_temp.live(at timestamptz) RETURNS jsonb LANGUAGE sql SET pgbus.insights_rollup = off AS $f$
+    SELECT pg_temp.answers(at)
+$f$;
+-- The moments compared: T, T with ragged hour ends, and two days after T.
+CREATE FUNCTION pg_temp.same() RETURNS boolean LANGUAGE sql AS $f$
+    SELECT bool_and(pg_temp.answers(a) = pg_temp.live(a))
+    FROM unnest(ARRAY[pg_temp.t(), pg_temp.t() + interval '37 minutes 12.5 seconds', pg_temp.t() + interval '2 days']) a
+$f$;
+CREATE FUNCTION pg_temp.rolled(at timestamptz) RETURNS boolean LANGUAGE sql AS $f$
+    SELECT EXISTS (SELECT 1 FROM pgbus.workflow_insights_hours WHERE hour = pgbus.workflow_insights_hour(at))
+$f$;
+CREATE FUNCTION pg_temp.funnel_rolled(at timestamptz) RETURNS boolean LANGUAGE sql AS $f$
+    SELECT EXISTS (SELECT 1 FROM pgbus.workflow_insights_funnel_hours WHERE hour = pgbus.workflow_insights_hour(at))
+$f$;
+CREATE TEMP TABLE before AS SELECT a, pg_temp.live(a) AS j
+FROM unnest(ARRAY[pg_temp.t(), pg_temp.t() + interval '37 minutes 12.5 seconds', pg_temp.t() + interval '2 days']) a;
+
+-- Nothing rolled up yet: the answers are the live ones.
+SELECT is((SELECT count(*) FROM pgbus.workflow_insights_hours), 0::bigint, 'nothing rolled up before the first rollup');
+SELECT ok(pg_temp.same(), 'without a rollup every answer is the live one');
+
+-- Roll up every closed hour from 32 days before T.
+SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') > 2 * 32 * 24, 'the rollup rolls up the hours from `since` on (attempts and runs by end, the funnel by creation)');
+SELECT is(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days'), 0, 'rolling up again does nothing (idempotent)');
+SELECT ok(pg_temp.rolled(pg_temp.t() - interval '5 hours') AND pg_temp.funnel_rolled(pg_temp.t() - interval '8 hours'), 'the fixture''s hours are rolled up');
+SELECT is((SELECT n FROM pgbus.workflow_insights_attempt_hours WHERE run_class = 'ins.Shop' AND step_name = 'ship'
+           AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '5 hours')), 20::bigint, 'ship''s 20 attempts of the hour 5 h before T, in one row');
+SELECT is((SELECT run_times FROM pgbus.workflow_insights_attempt_hours WHERE run_class = 'ins.Shop' AND step_name = 'ship'
+           AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '5 hours')),
+          (SELECT array_agg(i::double precision ORDER BY i) FROM generate_series(1, 20) i), 'their run times, sorted');
+SELECT is((SELECT jsonb_build_array(finished, cancelled, durations) FROM pgbus.workflow_insights_run_hours
+           WHERE workflow_class = 'ins.Shop' AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '1 hour')),
+          '[1, 1, [60]]'::jsonb, 'runs that ended in the hour before T: one finished (after 60 s), one cancelled');
+SELECT is((SELECT jsonb_agg(jsonb_build_array(step_name, reached, cancelled) ORDER BY step_name) FROM pgbus.workflow_insights_funnel_steps
+           WHERE workflow_class = 'ins.Fun' AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '8 hours')),
+          '[["a", 1, 1]]'::jsonb, 'funnel: of the runs created 8 h before T only the cancelled one has ended (it reached a, was cancelled at a)');
+SELECT ok(NOT pg_temp.rolled(now()), 'the current hour is not closed');
+
+-- The same answers, now from the rollup.
+SELECT ok(pg_temp.same(), 'rolled up: every answer is the live one (percentiles, rates, funnel, revisions, windows capped or not, ragged ends)');
+SELECT is((SELECT pg_temp.answers(a) FROM before WHERE a = pg_temp.t()), (SELECT j FROM before WHERE a = pg_temp.t()), 'and the one computed before the rollup');
+-- They do come from the rollup: a rolled-up figure changed behind pgbus's back shows.
+UPDATE pgbus.workflow_insights_attempt_hours SET failed = failed + 1 WHERE run_class = 'ins.Shop' AND step_name = 'ship'
+  AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '5 hours');
+SELECT is((SELECT s ->> 'failed' FROM jsonb_array_elements(pgbus.workflow_class_steps('ins.Shop', '24h', NULL, pg_temp.t()) -> 'steps') s
+           WHERE s ->> 'step_name' = 'ship'), '2', 'the pipeline reads the rolled-up hour');
+UPDATE pgbus.workflow_insights_attempt_hours SET failed = failed - 1 WHERE run_class = 'ins.Shop' AND step_name = 'ship'
+  AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '5 hours');
+SET LOCAL pgbus.insights_rollup = off;
+SELECT is(pgbus.workflow_insights_covered(pg_temp.t() - interval '24 hours', pg_temp.t()), '{}'::tstzmultirange, 'pgbus.insights_rollup = off: nothing is read from the rollup');
+SET LOCAL pgbus.insights_rollup = on;
+SELECT is(pgbus.workflow_insights_covered(pg_temp.t() - interval '2 hours 30 minutes', pg_temp.t()),
+          tstzmultirange(tstzrange(pg_temp.t() - interval '2 hours', pg_temp.t())),
+          'a window reads its whole rolled-up hours only');
+
+-- Writes that forget rolled-up hours, each followed by the live answers.
+-- An attempt written with a past end (an import, a fixture).
+SELECT 1 FROM pg_temp.att('f1', 'charge', 'completed', 'complete', pg_temp.t() - interval '150 minutes', pg_temp.t() - interval '150 minutes', pg_temp.t() - interval '150 minutes' + interval '7 seconds');
+SELECT ok(NOT pg_temp.rolled(pg_temp.t() - interval '150 minutes'), 'an attempt written with a past end forgets its hour');
+SELECT ok(NOT pg_temp.funnel_rolled(pg_temp.t() - interval '1 hour 60 seconds'), '... and its run''s funnel hour');
+SELECT ok(pg_temp.rolled(pg_temp.t() - interval '5 hours'), '... and no other hour');
+SELECT ok(pg_temp.same(), 'the answers count it (live)');
+-- An ended attempt changed.
+UPDATE pgbus.workflow_steps SET status = 'superseded' WHERE step_id = (
+    SELECT min(step_id) FROM pgbus.workflow_steps WHERE workflow_id = pg_temp.id('f1') AND step_name = 'ship' AND status = 'completed');
+SELECT ok(NOT pg_temp.rolled(pg_temp.t() - interval '5 hours'), 'an ended attempt changed forgets its hour');
+SELECT ok(pg_temp.same(), 'the answers follow');
+-- An ended run deleted (the sweep's old runs): its end's hour and its funnel hour.
+DELETE FROM pgbus.workflows WHERE workflow_id = pg_temp.id('f3');
+SELECT ok(NOT pg_temp.rolled(pg_temp.t() - interval '3 hours') AND NOT pg_temp.funnel_rolled(pg_temp.t() - interval '3 hours 180 seconds'),
+          'an ended run deleted forgets its end''s hour and its funnel hour');
+SELECT ok(pg_temp.same(), 'the answers follow');
+-- Rolled up again: the forgotten hours come back, the answers stay.
+SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') BETWEEN 1 AND 10, 'the next rollup does the forgotten hours again');
+SELECT ok(pg_temp.rolled(pg_temp.t() - interval '5 hours') AND pg_temp.funnel_rolled(pg_temp.t() - interval '3 hours 180 seconds'), 'they are rolled up');
+SELECT ok(pg_temp.same(), 'and the answers are still the live ones');
+-- A run of a rolled-up funnel hour that ends later (its end is not dated in the past).
+SELECT ok(pg_temp.funnel_rolled(pg_temp.t() - interval '8 hours'), 'ins.Fun''s funnel hour 8 h before T is rolled up');
+UPDATE pgbus.workflows SET status = 'cancelled', pause_cause = NULL, ended_at = clock_timestamp() WHERE workflow_id = pg_temp.id('r3');
+SELECT ok(NOT pg_temp.funnel_rolled(pg_temp.t() - interval '8 hours'), 'a run created in a rolled-up hour that ends forgets its funnel hour');
+SELECT ok(pg_temp.same(), 'the funnel counts it as cancelled now');
+SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') >= 1 AND pg_temp.same(), 'rolled up again: still the live answers');
+
+-- pgbus's own writes of a run and its steps forget nothing.
+SELECT 1 FROM pgbus.workflow_register('ins.Hot', '[{"name": "one"}, {"name": "two"}]', 'd1', 'ins_hot');
+CREATE TEMP TABLE counts AS SELECT (SELECT count(*) FROM pgbus.workflow_insights_hours) AS h, (SELECT count(*) FROM pgbus.workflow_insights_funnel_hours) AS f;
+CREATE TEMP TABLE hot AS SELECT workflow_id FROM pgbus.workflow_start('ins.Hot', NULL, NULL, actor => 't');
+UPDATE pgbus.workflow_steps SET status = 'running', started_at = clock_timestamp() WHERE workflow_id = (SELECT workflow_id FROM hot);
+UPDATE pgbus.workflow_steps SET status = 'completed', outcome = 'complete', ended_at = clock_timestamp() WHERE workflow_id = (SELECT workflow_id FROM hot);
+UPDATE pgbus.workflows SET status = 'finished', ended_at = clock_timestamp() WHERE workflow_id = (SELECT workflow_id FROM hot);
+SELECT is((SELECT jsonb_build_array(h, f) FROM counts),
+          jsonb_build_array((SELECT count(*) FROM pgbus.workflow_insights_hours), (SELECT count(*) FROM pgbus.workflow_insights_funnel_hours)),
+          'a run started, its step begun and ended, the run ended (dated now): no rolled-up hour forgotten');
+
+-- The sweep forgets hours older than its horizon; TRUNCATE forgets all.
+SELECT ok(pgbus.workflow_insights_rollup(0, pg_temp.t() - interval '1 day') = 0
+          AND NOT pg_temp.rolled(pg_temp.t() - interval '2 days') AND pg_temp.rolled(pg_temp.t() - interval '5 hours'),
+          'hours before the horizon are forgotten');
+SET CONSTRAINTS ALL IMMEDIATE;
+TRUNCATE pgbus.workflows CASCADE;
+SELECT is((SELECT count(*) FROM pgbus.workflow_insights_hours) + (SELECT count(*) FROM pgbus.workflow_insights_funnel_hours), 0::bigint,
+          'TRUNCATE forgets every hour');
+
+SELECT * FROM finish();
+ROLLBACK;
