@@ -155,6 +155,13 @@ def default_duties() -> list[Duty]:
             3600,
             lambda s: ("SELECT pgbus.cleanup_deploy_task_runs(%s)", (s.deploy_task_run_retention,)),
         ),
+        # The workflow insights' rollup of closed hours (idempotent; the insights read any hour
+        # not rolled up yet live, so the interval only decides how much they read live).
+        Duty(
+            "workflow_insights_rollup",
+            300,
+            lambda s: ("SELECT pgbus.workflow_insights_rollup()", ()),
+        ),
         Duty(
             "workflow_sweep",
             settings().workflow_sweep_interval.total_seconds(),

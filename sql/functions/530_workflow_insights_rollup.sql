@@ -52,6 +52,25 @@ BEGIN
 END;
 $$;
 
+-- Up to when hours are closed: now, or the start of the oldest other open transaction of
+-- this database (or the moment the oldest prepared one was prepared) when earlier. pgbus dates
+-- a row at or after its transaction's start, so every row dated before this moment that will
+-- ever be committed by pgbus's functions is committed now.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_closed() RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    closed timestamptz;
+BEGIN
+    PERFORM pg_stat_clear_snapshot();  -- (pg_stat_activity as it is now, not as first read in this transaction)
+    SELECT least(clock_timestamp(), min(a.xact_start),
+                 (SELECT min(p.prepared) FROM pg_prepared_xacts p WHERE p.database = current_database()))
+    INTO closed
+    FROM pg_stat_activity a
+    WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL;
+    RETURN closed;
+END;
+$$;
+
 -- Rolls up the closed hours of the last 30 days (and one hour; from `since` when given) not
 -- rolled up yet, newest first, at most `max_hours` of them; forgets hours older than that. Closed: the hour ended
 -- before now and before every other open transaction of the database began (and before every
@@ -77,12 +96,7 @@ BEGIN
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
     PERFORM pg_advisory_xact_lock(pgbus.workflow_insights_lock_key());
-    PERFORM pg_stat_clear_snapshot();  -- (pg_stat_activity as it is now, not as first read in this transaction)
-    SELECT least(clock_timestamp(), min(a.xact_start),
-                 (SELECT min(p.prepared) FROM pg_prepared_xacts p WHERE p.database = current_database()))
-    INTO closed
-    FROM pg_stat_activity a
-    WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL;
+    closed := pgbus.workflow_insights_closed();
     DELETE FROM pgbus.workflow_insights_hours h WHERE h.hour < horizon;
     DELETE FROM pgbus.workflow_insights_funnel_hours h WHERE h.hour < horizon;
     n := pgbus.workflow_insights_rollup_funnel(horizon, closed, max_hours);
