@@ -78,33 +78,39 @@ BEGIN
         WHERE w.ended_at IS NULL AND w.created_at < win.until
         GROUP BY w.workflow_class
     ),
-    rolled AS (
-        SELECT h.* FROM pgbus.workflow_insights_run_hours h
-        WHERE h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
-          AND pgbus.workflow_insights_rollup_on()
+    live_ended AS MATERIALIZED (
+        SELECT x.run_class AS cls, (x.status = 'finished')::int AS finished,
+               (x.status = 'cancelled')::int AS cancelled,
+               CASE WHEN x.status = 'finished' THEN x.secs END AS secs
+        FROM pgbus.workflow_insights_live_runs(NULL, win.since, win.until) x
     ),
     stuck AS (
         SELECT k.workflow_class AS cls, count(*) AS n
         FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
         GROUP BY k.workflow_class
     ),
+    -- Class by class (each one index range of the rollup, its durations sorted on their own):
+    -- the window's rolled-up hours (pgbus.workflow_insights_run_hours: counts, and the finished
+    -- runs' sorted durations unnested), the rest live.
     ended AS (
-        -- The window's rolled-up hours (pgbus.workflow_insights_run_hours: counts, and the
-        -- finished runs' sorted durations unnested), the rest live.
-        SELECT u.cls, sum(u.finished)::bigint AS finished, sum(u.cancelled)::bigint AS cancelled,
-               percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY u.secs)
-                   FILTER (WHERE u.secs IS NOT NULL) AS p
-        FROM (SELECT x.run_class AS cls, (x.status = 'finished')::int AS finished,
-                     (x.status = 'cancelled')::int AS cancelled,
-                     CASE WHEN x.status = 'finished' THEN x.secs END AS secs
-              FROM pgbus.workflow_insights_live_runs(NULL, win.since, win.until) x
-              UNION ALL
-              SELECT h.workflow_class, h.finished::int, h.cancelled::int, NULL
-              FROM rolled h
-              UNION ALL
-              SELECT h.workflow_class, 0, 0, v.secs
-              FROM rolled h CROSS JOIN LATERAL unnest(h.durations) AS v(secs)) u
-        GROUP BY u.cls
+        SELECT c.cls, e.finished, e.cancelled, e.p
+        FROM classes c
+        CROSS JOIN LATERAL (
+            SELECT sum(u.finished)::bigint AS finished, sum(u.cancelled)::bigint AS cancelled,
+                   percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY u.secs)
+                       FILTER (WHERE u.secs IS NOT NULL) AS p
+            FROM (SELECT l.finished, l.cancelled, l.secs FROM live_ended l WHERE l.cls = c.cls
+                  UNION ALL
+                  SELECT h.finished::int, h.cancelled::int, NULL
+                  FROM pgbus.workflow_insights_run_hours h
+                  WHERE h.workflow_class = c.cls AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
+                    AND pgbus.workflow_insights_rollup_on()
+                  UNION ALL
+                  SELECT 0, 0, v.secs
+                  FROM pgbus.workflow_insights_run_hours h CROSS JOIN LATERAL unnest(h.durations) AS v(secs)
+                  WHERE h.workflow_class = c.cls AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
+                    AND pgbus.workflow_insights_rollup_on()) u
+        ) e
     )
     SELECT c.cls, d.cls IS NOT NULL,
            CASE WHEN d.cls IS NOT NULL THEN coalesce(cardinality(d.live), 0) END,
