@@ -23,7 +23,7 @@ def load(conn: psycopg.Connection) -> None:
     directly (dated in the past)."""
     conn.execute(
         "INSERT INTO pgbus.workflow_definitions (workflow_class, steps, digest, queue)"
-        " VALUES (%s, '[{\"name\": \"a\"}, {\"name\": \"b\"}]', 'd1', 'q')",
+        ' VALUES (%s, \'[{"name": "a"}, {"name": "b"}]\', \'d1\', \'q\')',
         (CLASS,),
     )
     conn.execute(
@@ -117,21 +117,23 @@ def test_the_dispatcher_duty_rolls_up_and_the_answers_stay_the_live_ones(conn, d
     # Every closed hour of the last 30 days and one hour, twice (by end; the funnel's by creation).
     assert done["workflow_insights_rollup"] >= 2 * 720
     assert rolled(conn, 5) and not rolled(conn, 0)
-    assert conn.execute(
-        "SELECT sum(n) FROM pgbus.workflow_insights_attempt_hours WHERE run_class = %s", (CLASS,)
-    ).fetchone()[0] == conn.execute(
-        "SELECT count(*) FROM pgbus.workflow_steps WHERE run_class = %s"
-        " AND ended_at < pgbus.workflow_insights_hour(now())",
-        (CLASS,),
-    ).fetchone()[0]
+    assert (
+        conn.execute(
+            "SELECT sum(n) FROM pgbus.workflow_insights_attempt_hours WHERE run_class = %s",
+            (CLASS,),
+        ).fetchone()[0]
+        == conn.execute(
+            "SELECT count(*) FROM pgbus.workflow_steps WHERE run_class = %s"
+            " AND ended_at < pgbus.workflow_insights_hour(now())",
+            (CLASS,),
+        ).fetchone()[0]
+    )
     assert same_as_live(db_url)
     # A second tick has nothing to do until the next hour closes.
     assert conn.execute("SELECT pgbus.workflow_insights_rollup()").fetchone()[0] in (0, 2)
 
 
-def test_an_hour_is_closed_only_once_no_transaction_that_began_before_its_end_is_open(
-    conn, db_url
-):
+def test_an_hour_is_closed_only_once_no_transaction_that_began_before_its_end_is_open(conn, db_url):
     with psycopg.connect(db_url) as other:
         other.execute("SELECT 1")  # a transaction open from now on
         began = other.execute("SELECT now()").fetchone()[0]
