@@ -57,6 +57,11 @@ HERE = Path(__file__).parent
 QUEUE_NAME = re.compile(r"^[a-z0-9_]{1,47}$")
 # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
 DIGITS = re.compile(r"[0-9]{1,19}")
+# A path parameter that Starlette's url_for puts into a path unchanged (no "/", "?", "#",
+# space or control character): the page's links fill such values into a path worked out once
+# per route instead of asking the router for every link (a list page has dozens).
+PLAIN_PATH_PARAM = re.compile(r"[A-Za-z0-9._~:@!$&'()*+,;=%-]+")
+PATH_PARAM_MARKER = re.compile(r"~pgbus-param-([A-Za-z_][A-Za-z0-9_]*)~")
 MAX_BIGINT = 2**63 - 1
 MAX_BODY = 256 * 1024  # a form bigger than this is refused before it is read
 MAX_FIELD = 4096
@@ -192,8 +197,22 @@ class Dashboard:
         return finish_response(request, response)
 
     def context(self, request: Request, **extra: Any) -> dict[str, Any]:
+        shapes: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+
+        def url_path(name: str, params: dict[str, str]) -> str:
+            if not all(PLAIN_PATH_PARAM.fullmatch(v) for v in params.values()):
+                return request.url_for(name, **params).path
+            keys = tuple(sorted(params))
+            shape = shapes.get((name, keys))
+            if shape is None:
+                # The route's path asked once with a marker for each parameter, split into
+                # literal text and parameter names (alternately).
+                marked = request.url_for(name, **{k: f"~pgbus-param-{k}~" for k in keys}).path
+                shape = shapes[(name, keys)] = PATH_PARAM_MARKER.split(marked)
+            return "".join(part if i % 2 == 0 else params[part] for i, part in enumerate(shape))
+
         def url(name: str, /, query: dict[str, Any] | None = None, **params: Any) -> str:
-            path = request.url_for(name, **{k: str(v) for k, v in params.items()}).path
+            path = url_path(name, {k: str(v) for k, v in params.items()})
             q = {k: v for k, v in (query or {}).items() if v not in (None, "")}
             return path + ("?" + urlencode(q) if q else "")
 

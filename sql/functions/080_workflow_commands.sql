@@ -97,25 +97,30 @@ BEGIN
 END;
 $$;
 
--- (Its earlier signature, without waiting_threshold.)
+-- (Its earlier signatures: without waiting_threshold, then without only_class.)
 DROP FUNCTION IF EXISTS pgbus.workflow_stuck(interval, interval);
+DROP FUNCTION IF EXISTS pgbus.workflow_stuck(interval, interval, interval);
 
 -- Runs that need a person, with why: paused_error (a step failed and the run paused),
 -- stalled (its worker died or a step hung: paused by the stall action, or running past its
 -- timeout / the stall threshold), paused_manual (paused by a step or an operator), overdue (its
 -- step was due more than overdue_after ago and has not started), waiting_overdue (its step has
--- waited longer than waiting_threshold). The gauge, the attention page, the home card and MCP
--- all read this.
+-- waited longer than waiting_threshold). Only the runs of only_class when it is given. The
+-- gauge, the attention page and its bulk actions, the home card and MCP all read this.
 --
 -- Set-based, never a look-up per ongoing run: paused runs come from workflows_paused_idx with
 -- their error class on the run; the others from their open attempt. An attempt starts, waits
 -- or is overdue only at or after its scheduled_at, so only open attempts due longer ago than
 -- the smallest threshold (workflow_steps_open_idx) can be stuck, besides those with a timeout
--- of their own (workflow_steps_open_timed_idx).
+-- of their own (workflow_steps_open_timed_idx). Each such attempt's run is looked up through
+-- workflows_ongoing_id_idx (ongoing runs only: a smaller index than the primary key); with
+-- only_class, attempts of other classes (run_class, written once as the run's class) are
+-- dropped before that look-up.
 CREATE OR REPLACE FUNCTION pgbus.workflow_stuck(
     stall_threshold interval DEFAULT interval '15 minutes',
     overdue_after interval DEFAULT interval '5 minutes',
-    waiting_threshold interval DEFAULT interval '7 days'
+    waiting_threshold interval DEFAULT interval '7 days',
+    only_class text DEFAULT NULL
 ) RETURNS TABLE (workflow_id uuid, workflow_class text, step_name text, reason text,
                  error_class text, since timestamptz)
 LANGUAGE sql STABLE AS $$
@@ -125,6 +130,7 @@ LANGUAGE sql STABLE AS $$
            w.error_class, w.updated_at
     FROM pgbus.workflows w
     WHERE w.pause_cause IS NOT NULL AND w.ended_at IS NULL  -- (paused: workflows_paused_idx)
+      AND (only_class IS NULL OR w.workflow_class = only_class)
     UNION ALL
     SELECT w.workflow_id, w.workflow_class, w.current_step,
            CASE w.status WHEN 'running' THEN 'stalled' WHEN 'waiting' THEN 'waiting_overdue'
@@ -141,6 +147,8 @@ LANGUAGE sql STABLE AS $$
             AND o.scheduled_at >= now() - least(stall_threshold, overdue_after, waiting_threshold)) s
     JOIN pgbus.workflows w ON w.workflow_id = s.workflow_id AND w.current_step_id = s.step_id
     WHERE w.ended_at IS NULL AND w.pause_cause IS NULL
+      AND (only_class IS NULL OR (w.workflow_class = only_class
+                                  AND (s.run_class = only_class OR s.run_class IS NULL)))
       AND ((w.status = 'running' AND s.status = 'running'
             AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
            OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)

@@ -290,6 +290,7 @@ $$;
 
 -- Every stuck run (pgbus.workflow_stuck), grouped by class, step, reason and error class: how
 -- many, first and last seen (the oldest and newest "since"), and the newest error's message.
+-- With only_class, only that class's stuck runs are read (workflow_stuck's only_class).
 CREATE OR REPLACE FUNCTION pgbus.workflow_attention(
     only_class text DEFAULT NULL,
     stall_threshold interval DEFAULT interval '15 minutes',
@@ -297,21 +298,26 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_attention(
     waiting_threshold interval DEFAULT interval '7 days'
 ) RETURNS TABLE (workflow_class text, step_name text, reason text, error_class text,
                  runs bigint, first_seen timestamptz, last_seen timestamptz, newest_error text)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    -- Planned on each call for its arguments (EXECUTE): a plan cached for any class (as a
+    -- prepared statement's or a static query's is after a few calls) reads every class's runs.
     -- Grouped first; then one look-up per group for its newest error's message (that of the
     -- newest run in the group whose current attempt has an error class).
-    SELECT g.workflow_class, g.step_name, g.reason, g.error_class, g.runs, g.first_seen, g.last_seen,
-           (SELECT s.error ->> 'message'
-            FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
-            WHERE w.workflow_id = g.newest_failed)
-    FROM (SELECT x.workflow_class, x.step_name, x.reason, x.error_class, count(*) AS runs,
-                 min(x.since) AS first_seen, max(x.since) AS last_seen,
-                 (array_agg(x.workflow_id ORDER BY x.since DESC NULLS LAST)
-                      FILTER (WHERE x.error_class IS NOT NULL))[1] AS newest_failed
-          FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) x
-          WHERE only_class IS NULL OR x.workflow_class = only_class
-          GROUP BY 1, 2, 3, 4) g
-    ORDER BY g.runs DESC, 1, 2, 3, 4
+    RETURN QUERY EXECUTE $q$
+        SELECT g.workflow_class, g.step_name, g.reason, g.error_class, g.runs, g.first_seen, g.last_seen,
+               (SELECT s.error ->> 'message'
+                FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+                WHERE w.workflow_id = g.newest_failed)
+        FROM (SELECT x.workflow_class, x.step_name, x.reason, x.error_class, count(*) AS runs,
+                     min(x.since) AS first_seen, max(x.since) AS last_seen,
+                     (array_agg(x.workflow_id ORDER BY x.since DESC NULLS LAST)
+                          FILTER (WHERE x.error_class IS NOT NULL))[1] AS newest_failed
+              FROM pgbus.workflow_stuck($2, $3, $4, $1) x
+              GROUP BY 1, 2, 3, 4) g
+        ORDER BY g.runs DESC, 1, 2, 3, 4
+    $q$ USING only_class, stall_threshold, overdue_after, waiting_threshold;
+END;
 $$;
 
 -- Resume or cancel (verb) up to max_runs of one attention group, oldest first, each through
@@ -348,22 +354,26 @@ BEGIN
        OR reason <> ALL (pgbus.workflow_stuck_reasons()) THEN
         RETURN jsonb_build_object('ok', false, 'code', 'invalid', 'message', 'No such group');
     END IF;
-    SELECT array_agg(x.workflow_id ORDER BY x.since, x.workflow_id) INTO candidates
-    FROM (SELECT k.workflow_id, k.since
-          FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
-          WHERE k.workflow_class = workflow_attention_act.workflow_class
-            AND k.step_name IS NOT DISTINCT FROM workflow_attention_act.step_name
-            AND k.reason = workflow_attention_act.reason
-            AND k.error_class IS NOT DISTINCT FROM workflow_attention_act.error_class
-          ORDER BY k.since, k.workflow_id
-          LIMIT lim) x;
+    -- (Planned for this group's class on each call, as pgbus.workflow_attention is.)
+    EXECUTE $q$
+        SELECT array_agg(x.workflow_id ORDER BY x.since, x.workflow_id)
+        FROM (SELECT k.workflow_id, k.since
+              FROM pgbus.workflow_stuck($1, $2, $3, $4) k
+              WHERE k.step_name IS NOT DISTINCT FROM $5 AND k.reason = $6
+                AND k.error_class IS NOT DISTINCT FROM $7
+              ORDER BY k.since, k.workflow_id
+              LIMIT $8) x
+    $q$ INTO candidates
+    USING stall_threshold, overdue_after, waiting_threshold, workflow_attention_act.workflow_class,
+          workflow_attention_act.step_name, workflow_attention_act.reason,
+          workflow_attention_act.error_class, lim;
     FOREACH id IN ARRAY coalesce(candidates, '{}') LOOP
         PERFORM 1 FROM pgbus.workflows w WHERE w.workflow_id = id FOR UPDATE;
         -- Still in the group, now that nobody else can move it?
         IF NOT EXISTS (
-            SELECT 1 FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
+            SELECT 1 FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold,
+                                               workflow_attention_act.workflow_class) k
             WHERE k.workflow_id = id
-              AND k.workflow_class = workflow_attention_act.workflow_class
               AND k.step_name IS NOT DISTINCT FROM workflow_attention_act.step_name
               AND k.reason = workflow_attention_act.reason
               AND k.error_class IS NOT DISTINCT FROM workflow_attention_act.error_class) THEN

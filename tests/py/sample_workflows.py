@@ -328,3 +328,28 @@ class HangingStep(pgbus.Workflow):
         import time
 
         time.sleep(3600)
+
+
+class HeldSteps(pgbus.Workflow):
+    """Each step marks its start, then holds until the test lets go of its advisory lock
+    (HOLD_LOCK for `hold`, AFTER_LOCK for `after`), then records that it finished in the step's
+    own transaction (rolled back with a refused end)."""
+
+    HOLD_LOCK = 730_101
+    AFTER_LOCK = 730_102
+
+    @step
+    def hold(self):
+        mark("hold_started", str(self.workflow_id))
+        self.conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self.HOLD_LOCK,))
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('hold_done', %s)", (str(self.workflow_id),)
+        )
+
+    @step
+    def after(self):
+        mark("after_started", str(self.workflow_id))
+        self.conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self.AFTER_LOCK,))
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('after_done', %s)", (str(self.workflow_id),)
+        )

@@ -223,3 +223,48 @@ def test_a_fragment_reads_only_its_region(db_url, conn, monkeypatch):
     calls.clear()
     assert c.get("/").status_code == 200
     assert sorted(calls) == ["failed_jobs", "overview", "processes", "table_health"]
+
+
+@pytest.mark.parametrize("root_path", ["", "/ops/pgbus"])
+def test_page_links_are_the_routers_own(root_path):
+    """The pages' url() works a route's path out once per request and fills plain values in:
+    always the path Starlette's url_for gives, mounted or not; other values go to url_for."""
+    from pgbus.web.app import Dashboard
+    from pgbus.web.security import Signer
+    from starlette.requests import Request
+
+    from pgbus.data import DataSource
+
+    app = create_app(database_url="postgresql://nobody@127.0.0.1:1/none")
+    dash = Dashboard(DataSource("postgresql://nobody@127.0.0.1:1/none"), Signer(None), 5000, (), 25)
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": root_path + "/workflows",
+        "root_path": root_path,
+        "query_string": b"",
+        "headers": [(b"host", b"testserver")],
+        "scheme": "http",
+        "server": ("testserver", 80),
+        "router": app.router,
+        "app": app,
+    }
+    request = Request(scope)
+    url = dash.context(request)["url"]
+    cases = [
+        ("workflows", {}),
+        ("workflow", {"workflow_id": "0b8e6c3e-8f5e-4a55-9c1b-1f6f6c0f7a11"}),
+        ("workflow_action", {"workflow_id": "0b8e6c3e", "action": "resume"}),
+        ("workflow_definition", {"workflow_class": "app:Orders::Checkout"}),
+        ("workflow_definition", {"workflow_class": "with space"}),
+        ("workflow_definition", {"workflow_class": "q?x#y"}),
+        ("workflow_definition", {"workflow_class": "~pgbus-param-workflow_class~"}),
+        ("job", {"queue": "mail", "msg_id": 7}),
+    ]
+    for _ in range(2):  # the second round from the request's cache
+        for name, params in cases:
+            want = request.url_for(name, **{k: str(v) for k, v in params.items()}).path
+            assert url(name, **params) == want, (name, params)
+    assert url("workflows", query={"step": "a b", "before": None}) == (
+        request.url_for("workflows").path + "?step=a+b"
+    )

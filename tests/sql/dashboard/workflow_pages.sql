@@ -4,7 +4,7 @@
 -- workflow_stuck), workflow_attention_act (bulk resume/cancel, forged groups), workflow_home_card.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(49);
+SELECT plan(51);
 
 SELECT pgbus.workflow_register('t_wp_a', '[{"name": "charge"}, {"name": "receipt"}]', 'd1', 't_wp_a');
 SELECT pgbus.workflow_register('t_wp_b', '[{"name": "welcome", "wait": 3600}]', 'd1', 't_wp_b');
@@ -99,6 +99,31 @@ SELECT is((SELECT (runs, newest_error)::text FROM pgbus.workflow_attention('t_wp
           '(5,"card declined")', 'attention: a group''s count and newest error');
 SELECT is((SELECT array_agg(reason ORDER BY reason) FROM pgbus.workflow_attention('t_wp_a')), ARRAY['paused_error', 'paused_manual'], 'attention: one group per reason');
 SELECT is((SELECT count(*)::int FROM pgbus.workflow_attention('t_wp_b') WHERE reason = 'overdue'), 1, 'attention: overdue runs');
+-- attention: exactly the groups of the query before the class filter moved into workflow_stuck
+-- (grouping every stuck run, then keeping only_class's), with and without a class.
+CREATE FUNCTION pg_temp.attention_before(only_class text DEFAULT NULL)
+RETURNS TABLE (workflow_class text, step_name text, reason text, error_class text,
+               runs bigint, first_seen timestamptz, last_seen timestamptz, newest_error text)
+LANGUAGE sql STABLE AS $f$
+    SELECT g.workflow_class, g.step_name, g.reason, g.error_class, g.runs, g.first_seen, g.last_seen,
+           (SELECT s.error ->> 'message'
+            FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+            WHERE w.workflow_id = g.newest_failed)
+    FROM (SELECT x.workflow_class, x.step_name, x.reason, x.error_class, count(*) AS runs,
+                 min(x.since) AS first_seen, max(x.since) AS last_seen,
+                 (array_agg(x.workflow_id ORDER BY x.since DESC NULLS LAST)
+                      FILTER (WHERE x.error_class IS NOT NULL))[1] AS newest_failed
+          FROM pgbus.workflow_stuck() x
+          WHERE only_class IS NULL OR x.workflow_class = only_class
+          GROUP BY 1, 2, 3, 4) g
+    ORDER BY g.runs DESC, 1, 2, 3, 4
+$f$;
+SELECT results_eq($$SELECT * FROM pgbus.workflow_attention()$$, $$SELECT * FROM pg_temp.attention_before()$$,
+                  'attention: the same groups, in the same order, as before');
+SELECT results_eq(
+    $$SELECT c.cls, a.* FROM unnest(ARRAY['t_wp_a', 't_wp_b', 't_wp_nobody']) c(cls), LATERAL pgbus.workflow_attention(c.cls) a$$,
+    $$SELECT c.cls, a.* FROM unnest(ARRAY['t_wp_a', 't_wp_b', 't_wp_nobody']) c(cls), LATERAL pg_temp.attention_before(c.cls) a$$,
+    'attention(only_class): the same groups as before for each class');
 -- bulk: forged groups change nothing
 SELECT is(pgbus.workflow_attention_act('resume', 't_wp_a', 'charge', 'bored', 'ValueError', 'dashboard:t') ->> 'code', 'invalid', 'bulk: an unknown reason is refused');
 SELECT is(pgbus.workflow_attention_act('resume', ' ', 'charge', 'paused_error', 'ValueError', 'dashboard:t') ->> 'code', 'invalid', 'bulk: a blank class is refused');

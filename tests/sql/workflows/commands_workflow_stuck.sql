@@ -1,8 +1,9 @@
--- pgTAP tests for sql/functions/080-084_workflow_command_*.sql: workflow_stuck (classes t_wfc_st_*).
+-- pgTAP tests for sql/functions/080-084_workflow_command_*.sql: workflow_stuck (classes t_wfc_st_*),
+-- its class filter, and the same rows as its earlier (slower) query.
 -- (Split from workflow_commands.sql; its shared set-up comes first.)
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(9);
+SELECT plan(18);
 \ir ../include/workflow_commands_setup.psql
 -------------------------------------------------------------------------------------------------
 -- workflow_stuck (classes t_wfc_st_*)
@@ -70,6 +71,78 @@ SELECT set_eq(
     $$VALUES ('t_wfc_st_stall', 'stalled'), ('t_wfc_st_timeout', 'stalled'), ('t_wfc_st_threshold', 'stalled'),
              ('t_wfc_st_running_ok', 'stalled'), ('t_wfc_st_overdue', 'overdue'), ('t_wfc_st_due', 'overdue')$$,
     'workflow_stuck: a shorter threshold and overdue_after take in the 5-minute step and the 2-minute-late one');
+
+
+-- More shapes for the comparisons below: paused by an operator while its step ran for 20
+-- minutes (paused_manual, not stalled); waiting for 8 days (waiting_overdue); overdue with an
+-- attempt written before attempts carried their run's class (run_class NULL).
+DO $d$ BEGIN PERFORM pg_temp.go('st_pause_running', '[{"name": "a"}]'); PERFORM pg_temp.cmd('st_pause_running', 'pause'); END $d$;
+UPDATE pgbus.workflow_steps SET started_at = now() - interval '20 minutes', scheduled_at = least(scheduled_at, now() - interval '20 minutes') WHERE step_id = pg_temp.cur('st_pause_running');
+DO $d$ BEGIN PERFORM pg_temp.start('st_wait_long', '[{"name": "a"}]'); END $d$;
+UPDATE pgbus.workflow_steps SET status = 'waiting', waiting_since = now() - interval '8 days', scheduled_at = now() - interval '8 days' WHERE step_id = pg_temp.cur('st_wait_long');
+UPDATE pgbus.workflows SET status = 'waiting' WHERE workflow_id = pg_temp.run('st_wait_long');
+DO $d$ BEGIN PERFORM pg_temp.start('st_legacy', '[{"name": "a"}]'); END $d$;
+UPDATE pgbus.workflow_steps SET scheduled_at = now() - interval '10 minutes', run_class = NULL WHERE step_id = pg_temp.cur('st_legacy');
+SELECT is((SELECT string_agg(reason, ',' ORDER BY workflow_class) FROM pgbus.workflow_stuck()
+           WHERE workflow_class IN ('t_wfc_st_pause_running', 't_wfc_st_wait_long', 't_wfc_st_legacy')),
+          'overdue,paused_manual,waiting_overdue', 'workflow_stuck: paused while running, waiting 8 days, an attempt without run_class');
+
+-- The query before the class filter and the ongoing-runs look-up (workflows_ongoing_id_idx), kept
+-- here to show that the current one answers exactly the same rows.
+CREATE FUNCTION pg_temp.stuck_before(stall_threshold interval DEFAULT interval '15 minutes',
+                                     overdue_after interval DEFAULT interval '5 minutes',
+                                     waiting_threshold interval DEFAULT interval '7 days')
+RETURNS TABLE (workflow_id uuid, workflow_class text, step_name text, reason text, error_class text, since timestamptz)
+LANGUAGE sql STABLE AS $f$
+    SELECT w.workflow_id, w.workflow_class, w.current_step,
+           CASE w.pause_cause WHEN 'error' THEN 'paused_error' WHEN 'stall' THEN 'stalled'
+                              ELSE 'paused_manual' END,
+           w.error_class, w.updated_at
+    FROM pgbus.workflows w
+    WHERE w.pause_cause IS NOT NULL AND w.ended_at IS NULL
+    UNION ALL
+    SELECT w.workflow_id, w.workflow_class, w.current_step,
+           CASE w.status WHEN 'running' THEN 'stalled' WHEN 'waiting' THEN 'waiting_overdue'
+                         ELSE 'overdue' END,
+           s.error_class,
+           CASE w.status WHEN 'running' THEN s.started_at WHEN 'waiting' THEN s.waiting_since
+                         ELSE s.scheduled_at END
+    FROM (SELECT o.* FROM pgbus.workflow_steps o
+          WHERE o.ended_at IS NULL
+            AND o.scheduled_at < now() - least(stall_threshold, overdue_after, waiting_threshold)
+          UNION ALL
+          SELECT o.* FROM pgbus.workflow_steps o
+          WHERE o.ended_at IS NULL AND o.timeout IS NOT NULL
+            AND o.scheduled_at >= now() - least(stall_threshold, overdue_after, waiting_threshold)) s
+    JOIN pgbus.workflows w ON w.workflow_id = s.workflow_id AND w.current_step_id = s.step_id
+    WHERE w.ended_at IS NULL AND w.pause_cause IS NULL
+      AND ((w.status = 'running' AND s.status = 'running'
+            AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
+           OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
+           OR (w.status = 'waiting' AND s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold))
+$f$;
+SELECT cmp_ok((SELECT count(*)::int FROM pg_temp.stuck_before() WHERE workflow_class LIKE 't\_wfc\_st\_%'), '>=', 9,
+              'the comparisons below see every reason (at least 9 stuck runs of these classes)');
+SELECT set_eq($$SELECT * FROM pgbus.workflow_stuck()$$, $$SELECT * FROM pg_temp.stuck_before()$$,
+              'workflow_stuck: the same rows as before (default thresholds)');
+SELECT set_eq($$SELECT * FROM pgbus.workflow_stuck(interval '30 minutes', interval '15 minutes')$$,
+              $$SELECT * FROM pg_temp.stuck_before(interval '30 minutes', interval '15 minutes')$$,
+              'workflow_stuck: the same rows as before (longer thresholds)');
+SELECT set_eq($$SELECT * FROM pgbus.workflow_stuck(interval '4 minutes', interval '1 minute', interval '1 day')$$,
+              $$SELECT * FROM pg_temp.stuck_before(interval '4 minutes', interval '1 minute', interval '1 day')$$,
+              'workflow_stuck: the same rows as before (shorter thresholds)');
+-- only_class: each class's rows of the unfiltered answer, no more, no fewer.
+SELECT set_eq(
+    $$SELECT k.* FROM (SELECT DISTINCT w.workflow_class FROM pgbus.workflows w WHERE w.workflow_class LIKE 't\_wfc\_st\_%') c,
+             LATERAL pgbus.workflow_stuck(interval '4 minutes', interval '1 minute', interval '1 day', only_class => c.workflow_class) k$$,
+    $$SELECT * FROM pg_temp.stuck_before(interval '4 minutes', interval '1 minute', interval '1 day') WHERE workflow_class LIKE 't\_wfc\_st\_%'$$,
+    'workflow_stuck(only_class): each class answers its own rows of the whole answer');
+SELECT is((SELECT reason FROM pgbus.workflow_stuck(only_class => 't_wfc_st_legacy')), 'overdue',
+          'workflow_stuck(only_class): an attempt without run_class is still found');
+SELECT is_empty($$SELECT * FROM pgbus.workflow_stuck(only_class => 't_wfc_st_nobody')$$,
+                'workflow_stuck(only_class): an unknown class has no stuck runs');
+SELECT has_index('pgbus', 'workflows', 'workflows_ongoing_id_idx', ARRAY['workflow_id'],
+                 'workflows_ongoing_id_idx: ongoing runs by id, for the run look-ups');
 
 SELECT * FROM finish();
 ROLLBACK;

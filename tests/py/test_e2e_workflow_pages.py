@@ -1,0 +1,180 @@
+"""The Workflows pages' actions racing a real `pgbus worker` process: two operators pressing
+Pause and Cancel while the worker runs the run's step and ends it, and a bulk cancel of an
+attention group while the worker runs and finishes some of the group's runs. The worker is the
+real process (tests/py/support.py's worker_process); the test only decides when a step body may
+go on (an advisory lock the sample step waits for) and, for the bulk, when the bulk may reach
+its first run (that run's row lock), so that each interleaving happens for certain."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import psycopg
+import pytest
+
+from tests.py.sample_workflows import HeldSteps, ThreeSteps
+from tests.py.support import count_effects, wait_until, worker_process
+from tests.py.web_support import client, flash_text, post
+
+pytestmark = pytest.mark.slow
+
+
+def left_in_queue(conn: psycopg.Connection, run: str) -> int:
+    """The run's attempts' messages still in their queue (read or not): 0 once the worker has
+    ended (or the engine has dropped) every attempt of the run."""
+    total = 0
+    for queue, ids in conn.execute(
+        "SELECT queue, array_agg(msg_id) FROM pgbus.workflow_steps"
+        " WHERE workflow_id = %s AND msg_id IS NOT NULL GROUP BY queue",
+        (run,),
+    ):
+        total += conn.execute(
+            f"SELECT count(*) FROM pgmq.q_{queue} WHERE msg_id = ANY(%s)", (ids,)
+        ).fetchone()[0]
+    return total
+
+
+def attempt_status(conn: psycopg.Connection, run: str, step: str) -> list[str]:
+    return [
+        s
+        for (s,) in conn.execute(
+            "SELECT status FROM pgbus.workflow_steps WHERE workflow_id = %s AND step_name = %s"
+            " ORDER BY step_id",
+            (run, step),
+        )
+    ]
+
+
+def test_two_operators_press_while_a_worker_ends_the_step(db_url, effects, procs):
+    """Pause and Cancel pressed at once while a real worker is in the step, whose body is let go
+    at the same moment: whatever the order, Cancel wins in the end, Pause is told the truth,
+    the step's writes exist exactly when its end was recorded, and nothing runs after the
+    cancel."""
+    gate = psycopg.connect(db_url, autocommit=True)
+    gate.execute(
+        "SELECT pg_advisory_lock(%s), pg_advisory_lock(%s)",
+        (HeldSteps.HOLD_LOCK, HeldSteps.AFTER_LOCK),
+    )
+    run = HeldSteps.start()
+    wid = str(run.workflow_id)
+    procs.append(worker_process(db_url))
+    wait_until(
+        lambda: count_effects(effects, "hold_started", wid) == 1 and run.status() == "running",
+        timeout=30,
+        what="the worker inside the step",
+    )
+    c1, c2 = client(db_url), client(db_url)
+    page = f"/workflows/{wid}"
+    tokens = [
+        re.search(r'name="csrf_token" value="([0-9a-f]{64})"', c.get(page).text).group(1)
+        for c in (c1, c2)
+    ]
+    answers: dict[str, int] = {}
+
+    def press(name, c, token, verb):
+        answers[name] = c.post(f"{page}/{verb}", data={"csrf_token": token}).status_code
+
+    threads = [
+        threading.Thread(target=press, args=("pause", c1, tokens[0], "pause")),
+        threading.Thread(target=press, args=("cancel", c2, tokens[1], "cancel")),
+    ]
+    for t in threads:
+        t.start()
+    gate.execute("SELECT pg_advisory_unlock(%s)", (HeldSteps.HOLD_LOCK,))  # the body goes on
+    for t in threads:
+        t.join(30)
+    assert answers == {"pause": 303, "cancel": 303}
+    said_pause, said_cancel = dict(flash_text(c1, "/workflows")), dict(flash_text(c2, "/workflows"))
+    assert said_cancel == {"ok": "Cancelled"}
+    assert said_pause in ({"ok": "Paused"}, {"refused": "Not done: the run is cancelled now."})
+
+    # The worker ends the step (recorded, or refused as stale) before the test goes on.
+    wait_until(lambda: "running" not in attempt_status(effects, wid, "hold"), timeout=30)
+    gate.execute("SELECT pg_advisory_unlock(%s)", (HeldSteps.AFTER_LOCK,))
+    wait_until(lambda: left_in_queue(effects, wid) == 0, timeout=30, what="the worker done")
+
+    assert run.status() == "cancelled"
+    hold = attempt_status(effects, wid, "hold")
+    assert len(hold) == 1 and hold[0] in ("completed", "superseded")
+    # The body's writes committed exactly when its end was recorded (not when it was refused).
+    assert count_effects(effects, "hold_done", wid) == (1 if hold == ["completed"] else 0)
+    assert count_effects(effects, "after_done", wid) == 0  # nothing finished after the cancel
+    events = [
+        e
+        for (e,) in effects.execute(
+            "SELECT event FROM pgbus.workflow_events WHERE workflow_id = %s"
+            " AND actor LIKE 'dashboard%%' ORDER BY event_id",
+            (wid,),
+        )
+    ]
+    assert events == (["paused", "cancelled"] if "ok" in said_pause else ["cancelled"])
+    assert procs[0].popen.poll() is None and "Traceback" not in procs[0].output()
+    gate.close()
+
+
+def test_bulk_cancel_races_a_worker_that_finishes_some_of_the_group(db_url, effects, procs):
+    """Six overdue runs form one attention group. The bulk Cancel reads the group, then waits for
+    the oldest run (whose row lock the test holds); meanwhile a real worker runs and finishes the
+    other five. Let go, the bulk cancels the oldest and reports the five as moved on."""
+    runs = [ThreeSteps.start(n=f"bulk{i}") for i in range(6)]
+    ids = [str(r.workflow_id) for r in runs]
+    # Due 10, 9, ... 5 minutes ago: overdue, the first one oldest (the bulk goes oldest first).
+    for i, wid in enumerate(ids):
+        effects.execute(
+            "UPDATE pgbus.workflow_steps SET scheduled_at = now() - make_interval(mins => %s)"
+            " WHERE workflow_id = %s",
+            (10 - i, wid),
+        )
+    c = client(db_url)
+    groups = c.get("/workflows/attention").text
+    assert ThreeSteps.workflow_name in groups and "Overdue" in groups
+    gate = psycopg.connect(db_url)
+    gate.execute("SELECT 1 FROM pgbus.workflows WHERE workflow_id = %s FOR UPDATE", (ids[0],))
+    out = {}
+
+    def press():
+        out["r"] = post(
+            c,
+            "/workflows/attention/cancel",
+            {
+                "workflow_class": ThreeSteps.workflow_name,
+                "step_name": "one",
+                "stuck_reason": "overdue",
+                "error_class": "",
+            },
+            page="/workflows/attention",
+        )
+
+    t = threading.Thread(target=press)
+    t.start()
+    with psycopg.connect(db_url, autocommit=True) as probe:
+        wait_until(
+            lambda: (
+                probe.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND query LIKE '%workflow_attention_act%'"
+                ).fetchone()[0]
+                == 1
+            ),
+            what="the bulk cancel waiting on the oldest run",
+        )
+    procs.append(worker_process(db_url))
+    wait_until(
+        lambda: all(r.status() == "finished" for r in runs[1:]),
+        timeout=60,
+        what="the worker finished the five other runs",
+    )
+    gate.rollback()
+    gate.close()
+    t.join(30)
+    assert out["r"].status_code == 303
+    assert ("ok", "Cancelled 1; 5 had already moved on") in flash_text(c, "/workflows/attention")
+    assert runs[0].status() == "cancelled"
+    assert attempt_status(effects, ids[0], "one") == ["superseded"]
+    # Each finished run's steps ran once; the cancelled one's never ran.
+    for wid, r in zip(ids, runs, strict=True):
+        expected = 0 if r is runs[0] else 1
+        for kind in ("one", "two", "three"):
+            assert count_effects(effects, kind, f"bulk{ids.index(wid)}") == expected
+    assert procs[0].popen.poll() is None and "Traceback" not in procs[0].output()
