@@ -10,7 +10,7 @@ SELECT plan(4);
 SELECT has_function('pgbus', 'workflow_command', ARRAY['uuid', 'text', 'text', 'text', 'jsonb'],
                     'pgbus.workflow_command(uuid, text, text, text, jsonb) exists');
 SELECT has_function('pgbus', 'workflow_available_actions', ARRAY['uuid'], 'pgbus.workflow_available_actions(uuid) exists');
-SELECT has_function('pgbus', 'workflow_stuck', ARRAY['interval', 'interval', 'interval'], 'pgbus.workflow_stuck(interval, interval, interval) exists');
+SELECT has_function('pgbus', 'workflow_stuck', ARRAY['interval', 'interval', 'interval', 'text'], 'pgbus.workflow_stuck(interval, interval, interval, text) exists');
 SELECT has_function('pgbus', 'workflow_sweep', ARRAY['interval', 'text', 'interval', 'interval', 'interval', 'interval', 'interval'],
                     'pgbus.workflow_sweep(interval, text, interval, interval, interval, interval, interval) exists');
 
