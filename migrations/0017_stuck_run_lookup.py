@@ -3,4 +3,4 @@
 from pgbus.migrate import schema_step
 
 steps = [schema_step("0017_stuck_run_lookup.sql")]
-__depends__ = {"0015_page_facts"}
+__depends__ = {"0018_workflow_insights_rollup"}
