@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NotRequired
 from uuid import UUID
 
-import psycopg
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -21,7 +20,6 @@ from typing_extensions import TypedDict
 
 from pgbus.workflow.errors import InvalidSignalPayload, PayloadTooLarge
 from pgbus.workflow.payloads import encode_signal_payload
-from pgbus.workflow.runs import emit_command
 
 log = logging.getLogger("pgbus.mcp")
 
@@ -224,30 +222,22 @@ def act(
     """One verb through pgbus.workflow_command_expecting; always an answer, never a raise."""
     actor = actor_for(ctx)
     try:
-        try:
-            answer = t.data.act(
-                "workflow_command_expecting",
-                actor,
-                workflow_id=str(workflow_id),
-                verb=verb,
-                reason=reason,
-                params=params or {},
-                expected_status=expected_status,
-            )
-        except psycopg.Error as exc:
-            if exc.sqlstate == "PB413":
-                answer = {"ok": False, "code": "too_large"}
-            elif exc.sqlstate in ("22023", "22P02", "22001"):
-                answer = {"ok": False, "code": "invalid"}
-            else:
-                raise
+        # Refused input comes back as an answer; a verb that was done emits its
+        # instrumentation there, after its commit (the dashboard's actions share the path).
+        answer = t.data.workflow_command(
+            str(workflow_id),
+            verb,
+            actor,
+            reason,
+            params or {},
+            checked=True,
+            expected_status=expected_status,
+        )
         detail = workflow_detail(t, workflow_id)
     except Exception:
         log.exception("MCP %s on workflow %s failed", verb, workflow_id)
         return {"ok": False, "reason": UNEXPECTED, "workflow": None, "code": "error"}
     if answer.get("ok"):
-        if detail is not None:
-            instrument_command(detail, workflow_id, verb, params, answer, actor)
         done = DONE[verb]
         if verb == "signal" and answer.get("duplicate_delivery"):
             done = "Already delivered (same idempotency key): nothing stored"
@@ -263,22 +253,6 @@ def act(
     if "available_actions" in answer:
         result["available_actions"] = list(answer["available_actions"])
     return result
-
-
-def instrument_command(
-    detail: WorkflowResult,
-    workflow_id: UUID,
-    verb: str,
-    params: dict[str, Any] | None,
-    answer: dict[str, Any],
-    actor: str,
-) -> None:
-    """The events the Python API emits for the same verb (its transaction has committed: the
-    data source runs in autocommit). A failing subscriber is the instrumentation's to log."""
-    try:
-        emit_command(detail["run"]["workflow_class"], workflow_id, verb, params, answer, actor)
-    except Exception:
-        log.exception("MCP %s on workflow %s: instrumentation failed", verb, workflow_id)
 
 
 def refused_early(t: Tools, workflow_id: UUID, verb: str, code: str) -> ActionResult:

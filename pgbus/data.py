@@ -8,6 +8,7 @@ a refusal ("the message is no longer in the queue") is an answer, not an excepti
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -51,6 +52,8 @@ WORKFLOW_INSIGHT_WINDOWS = ("1h", "24h", "7d", "30d")
 DEFAULT_FILTER: tuple[str, ...] = Settings.__dataclass_fields__["web_filter_parameters"].default
 
 Outcome = dict[str, Any]
+
+log = logging.getLogger(__name__)
 
 
 def filter_secrets(value: Any, names: Iterable[str] = DEFAULT_FILTER) -> Any:
@@ -515,27 +518,55 @@ class DataSource:
         actor: str,
         reason: str | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        checked: bool = False,
+        expected_status: str | None = None,
     ) -> Outcome:
         """One outside verb on one run (pgbus.workflow_command): its answer, or a refusal for
-        input SQL rejects with an error (a payload over the size limit, a reason too long)."""
+        input SQL rejects with an error (a payload over the size limit, a reason too long).
+        checked=True (a caller that read the run first, as the MCP write tools do) goes through
+        pgbus.workflow_command_expecting: the status it read (expected_status) and the run's
+        available actions are checked again under the run's row lock. A verb that was done
+        emits its instrumentation (pgbus.workflow.runs.emit_command) once it has committed."""
+        fn = "workflow_command_expecting" if checked else "workflow_command"
+        expecting = ", expected_status => %(expected)s" if checked else ""
         try:
             with self._conn() as conn:
-                return conn.execute(
-                    "SELECT pgbus.workflow_command(workflow_id => %s::uuid, verb => %s, actor => %s, reason => %s, params => %s) AS outcome",
-                    (workflow_id, verb, actor, reason, Jsonb(params or {})),
-                ).fetchone()["outcome"]
+                row = conn.execute(
+                    f"SELECT pgbus.{fn}(workflow_id => %(id)s::uuid, verb => %(verb)s,"
+                    f" actor => %(actor)s, reason => %(reason)s, params => %(params)s{expecting})"
+                    " AS outcome, (SELECT w.workflow_class FROM pgbus.workflows w"
+                    " WHERE w.workflow_id = %(id)s::uuid) AS workflow_class",
+                    {
+                        "id": workflow_id,
+                        "verb": verb,
+                        "actor": actor,
+                        "reason": reason,
+                        "params": Jsonb(params or {}),
+                        "expected": expected_status,
+                    },
+                ).fetchone()
         except psycopg.Error as exc:
             return _refusal(exc)
+        outcome = row["outcome"]
+        # The pool's connections autocommit: the verb has committed by now.
+        if outcome.get("ok") and row["workflow_class"] is not None:
+            _instrument(row["workflow_class"], workflow_id, verb, params, outcome, actor)
+        return outcome
 
     def workflow_attention_act(
         self, verb: str, group: dict[str, Any], actor: str, reason: str | None = None
     ) -> Outcome:
-        """Resume or cancel up to 500 runs of one attention group (pgbus.workflow_attention_act)."""
+        """Resume or cancel up to 500 runs of one attention group
+        (pgbus.workflow_attention_act_runs); each run it acted on emits the instrumentation of
+        the same verb on that run alone, once the whole call has committed."""
         try:
             with self._conn() as conn:
-                return conn.execute(
-                    "SELECT pgbus.workflow_attention_act(verb => %s, workflow_class => %s, step_name => %s, reason => %s, error_class => %s, actor => %s, why => %s, max_runs => %s, stall_threshold => %s, overdue_after => %s, waiting_threshold => %s)"
-                    " AS outcome",
+                outcome = conn.execute(
+                    "SELECT pgbus.workflow_attention_act_runs(verb => %s, workflow_class => %s,"
+                    " step_name => %s, reason => %s, error_class => %s, actor => %s, why => %s,"
+                    " max_runs => %s, stall_threshold => %s, overdue_after => %s,"
+                    " waiting_threshold => %s) AS outcome",
                     (
                         verb,
                         group.get("workflow_class"),
@@ -550,6 +581,16 @@ class DataSource:
                 ).fetchone()["outcome"]
         except psycopg.Error as exc:
             return _refusal(exc)
+        for run in outcome.pop("runs", None) or ():
+            _instrument(
+                run["workflow_class"],
+                run["workflow_id"],
+                verb,
+                None,
+                {"ok": True, "status": run["status"]},
+                actor,
+            )
+        return outcome
 
     # -- actions -------------------------------------------------------------------------
 
@@ -559,6 +600,25 @@ class DataSource:
         params = [_param(args.get(n)) for n in names]
         with self._conn() as conn:
             return conn.execute(sql, (*params, actor)).fetchone()["outcome"]
+
+
+def _instrument(
+    workflow_class: str,
+    workflow_id: Any,
+    verb: str,
+    params: dict[str, Any] | None,
+    outcome: Outcome,
+    actor: str,
+) -> None:
+    """The events of an operator's verb that was done and committed: the ones the Python API
+    emits for it (one place: pgbus.workflow.runs.emit_command). The verb stays done whatever
+    happens here, so a failure is logged, never raised to the page or the MCP client."""
+    from pgbus.workflow.runs import emit_command
+
+    try:
+        emit_command(workflow_class, workflow_id, verb, params, outcome, actor)
+    except Exception:
+        log.exception("instrumentation of %s on workflow %s failed", verb, workflow_id)
 
 
 def _times(row: dict[str, Any], keys: tuple[str, ...]) -> None:
@@ -662,13 +722,6 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dead_letters_discard_all": (
         "SELECT pgbus.dead_letters_discard_all(max_items => %s, actor => %s) AS outcome",
         ("limit",),
-    ),
-    # One outside verb on one run, for a caller that read it first (MCP write tools): the
-    # status it read and the run's available actions are checked under the run's row lock.
-    "workflow_command_expecting": (
-        "SELECT pgbus.workflow_command_expecting(workflow_id => %s::uuid, verb => %s,"
-        " reason => %s, params => %s, expected_status => %s, actor => %s) AS outcome",
-        ("workflow_id", "verb", "reason", "params", "expected_status"),
     ),
 }
 

@@ -57,10 +57,13 @@ def emit_command(
     actor: str | None,
 ) -> None:
     """Instrumentation for an outside verb that was done (pgbus.workflow_command answered ok),
-    emitted once its transaction has committed. The one place every writer (the Python API,
-    the MCP write tools) turns a verb into events: a delivered signal is
+    emitted once its transaction has committed. The one place every writer (the Python API;
+    the dashboard's buttons and bulk actions and the MCP write tools, both through
+    pgbus.data.DataSource) turns a verb into events: a delivered signal is
     pgbus.workflow.signal; a pause, cancel, resume or skip that left the run paused, cancelled
-    or finished is pgbus.workflow_paused / _cancelled / _finished."""
+    or finished is pgbus.workflow_paused / _cancelled / _finished. The other verbs (resume_at,
+    run_now, reschedule, rerun) have no event of their own, as in the seed's catalog: the audit
+    trail records them."""
     if not result.get("ok", True):
         return
     if verb == "signal":
