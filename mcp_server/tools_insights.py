@@ -105,24 +105,37 @@ def register(server: MCPServer, t: Tools) -> None:
             Field(description="which of steps, throughput, durations, funnel, revisions (all)"),
         ] = None,
     ) -> StatsResult:
-        if not t.data.workflow_class_exists(workflow_class):
-            raise ToolError(f"Workflow class not found: {workflow_class[:200]}")
         wanted = [b for b in BLOCKS if blocks is None or b in blocks]
         # Steps and revisions come from one read of the attempts, as the class's page asks.
         both = "steps" in wanted and "revisions" in wanted
-        calls = ["steps+revisions" if b == "steps" and both else b for b in wanted]
-        calls = [c for c in calls if not (both and c == "revisions")]
-        # Each block is its own statement: they run side by side on the data source's pool.
-        with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
-            answers = dict(
-                zip(
-                    calls,
-                    pool.map(
-                        lambda c: t.data.workflow_class_block(c, workflow_class, window), calls
-                    ),
-                    strict=True,
+        if len(wanted) == len(BLOCKS):
+            # Every block: the class page's own call (pgbus.workflow_class_page), one round
+            # trip that also says whether the class exists.
+            whole = t.data.workflow_class_page(workflow_class, window)
+            if whole is None:
+                raise ToolError(f"Workflow class not found: {workflow_class[:200]}")
+            answers = {
+                "steps+revisions": whole["steps"],
+                **{b: whole[b] for b in ("throughput", "durations", "funnel")},
+            }
+        else:
+            # Some blocks: each its own call, as the page refreshes one region; they run side
+            # by side on the data source's pool.
+            if not t.data.workflow_class_exists(workflow_class):
+                raise ToolError(f"Workflow class not found: {workflow_class[:200]}")
+            calls = ["steps+revisions" if b == "steps" and both else b for b in wanted]
+            calls = [c for c in calls if not (both and c == "revisions")]
+            with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+                answers = dict(
+                    zip(
+                        calls,
+                        pool.map(
+                            lambda c: t.data.workflow_class_block(c, workflow_class, window),
+                            calls,
+                        ),
+                        strict=True,
+                    )
                 )
-            )
         got: dict[str, dict[str, Any]] = {c: a for c, a in answers.items() if c in BLOCKS}
         if both:
             steps = answers["steps+revisions"]
