@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import math
 import re
 import threading
@@ -42,7 +43,10 @@ INVALID_PARAMETER = "22023"
 # PGMQ's own rules (pgmq.validate_routing_key / validate_topic_pattern), checked here early so
 # a bad subscription fails when its module is imported; SQL checks again at every call.
 _KEY = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
-_PATTERN_SEGMENT = re.compile(r"[A-Za-z0-9_-]+|\*|#")
+# pgmq.validate_topic_pattern, rule by rule: these characters; no dot first, last or twice in a
+# row; no "**", "##", "*#" or "#*". A wildcard may share a segment with letters ("orders*").
+_PATTERN_CHARS = re.compile(r"[A-Za-z0-9._*#-]+")
+_PATTERN_FORBIDDEN = re.compile(r"^\.|\.$|\.\.|\*\*|##|\*#|#\*")
 
 
 class InvalidEvent(PgbusError):
@@ -158,14 +162,19 @@ def check_routing_key(key: Any) -> str:
 
 
 def check_pattern(pattern: Any) -> str:
-    ok = isinstance(pattern, str) and 0 < len(pattern) <= 255
-    if ok:
-        segments = pattern.split(".")
-        ok = all(_PATTERN_SEGMENT.fullmatch(s) for s in segments)
+    """The pattern, when PGMQ accepts it (the rules of pgmq.validate_topic_pattern, no
+    stricter): letters, digits, '.', '-', '_', '*' (one or more characters of one segment) and
+    '#' (anything, dots included); no empty segment, no "**", "##", "*#" or "#*"."""
+    ok = (
+        isinstance(pattern, str)
+        and 0 < len(pattern) <= 255
+        and _PATTERN_CHARS.fullmatch(pattern) is not None
+        and _PATTERN_FORBIDDEN.search(pattern) is None
+    )
     if not ok:
         raise InvalidTopicPattern(
-            f"invalid topic pattern {pattern!r}: dot-separated words, '*' (one segment)"
-            " or '#' (any number of segments)"
+            f"invalid topic pattern {pattern!r}: dot-separated words of letters, digits, '-'"
+            " and '_', with '*' (within one segment) and '#' (any number of segments)"
         )
     return pattern
 
@@ -203,6 +212,7 @@ def _as_handler(target: Any) -> type[Handler]:
         return type(target.__name__, (target, Handler), {"__module__": target.__module__})
     if callable(target):  # a function: handle(event)
         fn = target
+        _check_takes_one_argument(fn)
 
         def handle(self: Handler, event: Event) -> None:
             fn(event)
@@ -217,20 +227,36 @@ def _as_handler(target: Any) -> type[Handler]:
     )
 
 
+def _check_takes_one_argument(fn: Any) -> None:
+    """A handler function is called with the event alone; one that needs two arguments is the
+    instrumentation spelling fn(name, payload) (refused, with the call it meant)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (a builtin): let the call decide
+        return
+    try:
+        sig.bind(object())
+    except TypeError:
+        raise TypeError(
+            f"an event handler function takes the event as its one argument; {fn!r} does not."
+            " To subscribe fn(name, payload) to instrumentation events, use"
+            " pgbus.instrumentation.subscribe(pattern, fn)"
+        ) from None
+
+
 def subscribe(pattern: Any, handler: Any = None, queue: str | None = None) -> Any:
-    """Subscribe a handler class to a pattern; without a handler, a decorator (of a class or of
-    a function taking the event). Returns the handler (a decorated function becomes a Handler
-    class).
+    """Subscribe an event handler to a topic pattern: a Handler subclass, a class with
+    handle(event), or a function taking the event (it becomes a Handler class). Without a
+    handler, a decorator of any of those. Returns the handler class.
 
-    (`subscribe(name_pattern, fn)` with a plain function, or with a compiled regex, is the
-    older spelling of `pgbus.instrumentation.subscribe` and still subscribes `fn(name,
-    payload)` to instrumentation events.)"""
-    if isinstance(pattern, re.Pattern) or (
-        handler is not None and not isinstance(handler, type) and callable(handler)
-    ):
-        from pgbus import instrumentation
-
-        return instrumentation.subscribe(pattern, handler)
+    Instrumentation events are pgbus.instrumentation.subscribe's: a compiled regex, or a
+    function that needs two arguments (the instrumentation spelling `fn(name, payload)`), is
+    refused here with a TypeError saying so, never quietly subscribed to something else."""
+    if isinstance(pattern, re.Pattern):
+        raise TypeError(
+            "pgbus.subscribe takes a topic pattern (str) for the event bus; a compiled regex"
+            " subscribes to instrumentation events: use pgbus.instrumentation.subscribe"
+        )
     check_pattern(pattern)
 
     def register(target: Any) -> type[Handler]:

@@ -114,14 +114,116 @@ def test_decorated_function_and_queue_names():
     assert {s.queue for s in events.subscriptions(["slow.#"])} == {"pgbus_ev_slow_idempotent"}
 
 
-def test_instrumentation_spelling_of_subscribe_still_works():
-    got = []
-    sub = pgbus.subscribe("pgbus.test.ping", lambda name, payload: got.append(name))
-    from pgbus.instrumentation import emit
+@contextmanager
+def forgotten_afterwards() -> Iterator[None]:
+    """Subscriptions a test adds are dropped after it (the sample modules' stay)."""
+    before = events.subscriptions()
+    try:
+        yield
+    finally:
+        with events._lock:
+            events._subscriptions[:] = before
 
-    emit("pgbus.test.ping")
-    sub.unsubscribe()
-    assert got == ["pgbus.test.ping"]
+
+def test_subscribe_with_a_plain_function_makes_an_event_handler_as_the_decorator_does():
+    def on_order(event):
+        return event
+
+    with forgotten_afterwards():
+        cls = pgbus.subscribe("orders.fn_called", on_order)
+        assert isinstance(cls, type) and issubclass(cls, pgbus.Handler)
+        subs = [s for s in events.subscriptions() if s.pattern == "orders.fn_called"]
+        assert [(s.handler, s.queue) for s in subs] == [(cls, "pgbus_ev_on_order")]
+        got = []
+        probe = listen("orders.fn_called", lambda name, payload: got.append(name))
+        try:
+            from pgbus.instrumentation import emit
+
+            emit("orders.fn_called")
+        finally:
+            probe.unsubscribe()
+        assert got == ["orders.fn_called"]  # only the probe: no instrumentation subscription
+
+
+def test_the_instrumentation_spelling_is_refused_with_the_call_it_meant():
+    from pgbus import instrumentation
+
+    before = instrumentation._subscriptions
+    with forgotten_afterwards():
+        subs = events.subscriptions()
+        for call in (
+            lambda: pgbus.subscribe("pgbus.test.ping", lambda name, payload: None),
+            lambda: pgbus.subscribe("pgbus.test.ping")(lambda name, payload: None),
+        ):
+            with pytest.raises(TypeError, match=r"pgbus\.instrumentation\.subscribe"):
+                call()
+        import re
+
+        with pytest.raises(TypeError, match=r"pgbus\.instrumentation\.subscribe"):
+            pgbus.subscribe(re.compile(r"pgbus\..*"), lambda event: None)
+        assert events.subscriptions() == subs
+    assert instrumentation._subscriptions == before  # nothing subscribed quietly either
+    # handlers with a default second argument, or *args, still take the event alone
+    with forgotten_afterwards():
+        pgbus.subscribe("orders.x", lambda event, extra=None: None)
+        pgbus.subscribe("orders.y", lambda *args: None)
+
+
+# PGMQ's pgmq.validate_topic_pattern decides; the local check agrees with it both ways.
+PATTERNS = [
+    "orders.*",
+    "orders.#",
+    "#",
+    "*",
+    "*.error",
+    "#.error",
+    "app.*.#",
+    "a-b_c.D9",
+    "foo*",
+    "*foo",
+    "a*b.c",
+    "foo#",
+    "a#b",
+    "x.#.y",
+    "",
+    ".x",
+    "x.",
+    "x..y",
+    "x.**",
+    "x.##",
+    "x.*#",
+    "x.#*",
+    "a b",
+    "x!",
+    "ä",
+    "a/b",
+    "x" * 255,
+    "x" * 256,
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_the_local_pattern_check_is_pgmqs(conn, pattern):
+    try:
+        conn.execute("SELECT pgmq.validate_topic_pattern(%s)", (pattern,))
+        pgmq_ok = True
+    except psycopg.Error:
+        pgmq_ok = False
+    try:
+        events.check_pattern(pattern)
+        local_ok = True
+    except pgbus.InvalidTopicPattern:
+        local_ok = False
+    assert local_ok == pgmq_ok
+
+
+def test_a_wildcard_inside_a_segment_matches_as_pgmq_does(conn):
+    conn.execute("SELECT pgmq.create('t_wild')")
+    conn.execute("SELECT pgmq.bind_topic('foo*', 't_wild')")
+    for key in ("food", "foo", "foo.d", "fo", "foodie"):
+        sent = conn.execute("SELECT pgmq.send_topic(%s, '{}')", (key,)).fetchone()[0]
+        local = events.Subscription("foo*", RecordOrder, "t_wild").matches(key)
+        assert local == (sent == 1), key
 
 
 # -- the consumer ------------------------------------------------------------------------

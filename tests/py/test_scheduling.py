@@ -424,7 +424,9 @@ def test_revision_sources_in_order(monkeypatch, tmp_path):
 def test_deploy_tick_fires_once_rolled_over_and_is_instrumented(conn):
     configure(app_revision="R1")
     events = []
-    sub = pgbus.subscribe("pgbus.deploy_task.*", lambda name, payload: events.append(payload))
+    sub = pgbus.instrumentation.subscribe(
+        "pgbus.deploy_task.*", lambda name, payload: events.append(payload)
+    )
     try:
         tasks = parse_tasks(
             "deploy",

@@ -140,7 +140,9 @@ def test_the_deploy_tasks_page_shows_the_rollover_and_each_task(db_url, tasks):
 
 def test_deploy_actions_run_now_and_toggle(db_url, tasks):
     events = []
-    sub = pgbus.subscribe("pgbus.deploy_task.enqueue", lambda n, p: events.append(p))
+    sub = pgbus.instrumentation.subscribe(
+        "pgbus.deploy_task.enqueue", lambda n, p: events.append(p)
+    )
     try:
         c = client(db_url)
         r = post(c, "/deploy-tasks/backfill/run", page="/deploy-tasks")
