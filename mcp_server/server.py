@@ -302,16 +302,12 @@ class Tools:
     # -- scheduled work ---------------------------------------------------------------------
 
     def recurring(self, page: int | None, per_page: int | None) -> RecurringResult:
-        from pgbus.scheduling import recurring_overview
-
         if page is not None or per_page is not None:
             page, per_page = clamp_page(page or 1, per_page or 25)
-        return self.show(recurring_overview(page, per_page))
+        return self.show(self.data.recurring_overview(page, per_page))
 
     def deploy_tasks(self) -> DeployTasksResult:
-        from pgbus.scheduling import deploy_tasks_overview
-
-        return self.show(deploy_tasks_overview())
+        return self.show(self.data.deploy_tasks_overview())
 
 
 def write_tools_enabled() -> bool:

@@ -341,6 +341,23 @@ class DataSource:
             (key, limit),
         )
 
+    def recurring_overview(
+        self, page: int | None = None, per_page: int | None = None
+    ) -> dict[str, Any]:
+        """{"recurring_tasks": [...], "total", "has_more"}: every task, or one page
+        (pgbus.recurring_overview; MCP pgbus_recurring)."""
+        return self._value(
+            "SELECT pgbus.recurring_overview(page => %s, per_page => %s)", (page, per_page)
+        )
+
+    def deploy_tasks_overview(self, recent: int = 5) -> dict[str, Any]:
+        """{"fleet", "deploy_tasks": [... each with "recent_runs"]}
+        (pgbus.deploy_tasks_overview; MCP pgbus_deploy_tasks)."""
+        return self._value(
+            "SELECT pgbus.deploy_tasks_overview(live_within => %s, recent => %s)",
+            (self._stale_after(), recent),
+        )
+
     def fleet_status(self) -> dict[str, Any]:
         return self._value("SELECT pgbus.fleet_status(%s)", (self._stale_after(),))
 
