@@ -552,8 +552,8 @@ class DataSource:
                 row = conn.execute(
                     f"SELECT pgbus.{fn}(workflow_id => %(id)s::uuid, verb => %(verb)s,"
                     f" actor => %(actor)s, reason => %(reason)s, params => %(params)s{expecting})"
-                    " AS outcome, (SELECT w.workflow_class FROM pgbus.workflows w"
-                    " WHERE w.workflow_id = %(id)s::uuid) AS workflow_class",
+                    " AS outcome, (SELECT r.workflow_class FROM pgbus.workflow_runs_overview r"
+                    " WHERE r.workflow_id = %(id)s::uuid) AS workflow_class",
                     {
                         "id": workflow_id,
                         "verb": verb,
