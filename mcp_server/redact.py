@@ -32,13 +32,13 @@ PAYLOAD_KEYS = frozenset(
     }
 )
 
+# Leaves that are JSON already, checked by exact type first: an answer is mostly these, and an
+# exact-type look-up is much cheaper than isinstance against the abstract Mapping.
+_JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
 
-def jsonable(value: Any) -> Any:
-    """A copy with only JSON types (times as ISO 8601 text, intervals as seconds)."""
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
+
+def _leaf(value: Any) -> Any:
+    """A JSON value for one leaf (times as ISO 8601 text, intervals as seconds)."""
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
@@ -50,17 +50,36 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def jsonable(value: Any) -> Any:
+    """A copy with only JSON types (times as ISO 8601 text, intervals as seconds)."""
+    kind = type(value)
+    if kind in _JSON_LEAVES:
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if kind is list or isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return _leaf(value)
+
+
 def redact(value: Any) -> Any:
     """A JSON-safe copy with every payload key's value replaced by "[redacted]" (None stays
     None: there is nothing to hide)."""
-    if isinstance(value, Mapping):
-        return {
-            str(k): (REDACTED if v is not None else None) if str(k) in PAYLOAD_KEYS else redact(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    return jsonable(value)
+    kind = type(value)
+    if kind in _JSON_LEAVES:
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            key = k if type(k) is str else str(k)
+            if key in PAYLOAD_KEYS:
+                out[key] = REDACTED if v is not None else None
+            else:
+                out[key] = v if type(v) in _JSON_LEAVES else redact(v)
+        return out
+    if kind is list or isinstance(value, list | tuple):
+        return [v if type(v) in _JSON_LEAVES else redact(v) for v in value]
+    return _leaf(value)
 
 
 def shown(value: Any, *, allowed: bool, requested: bool) -> Any:
