@@ -161,8 +161,8 @@ $$;
 
 -- The live parts of a window: pgbus.workflow_class_window_figures' attempts, and the runs that
 -- ended (of one class, or of all when workflow_class is NULL), in [since, until) less its
--- rolled-up hours. Each part is planned for its own bounds (EXECUTE), so a part of a few
--- minutes is one short index range whatever the window.
+-- rolled-up hours, part by part (PL/pgSQL, so that each part is one index range, whatever the
+-- planner would guess for a join with the parts).
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_live_figures(workflow_class text, since timestamptz, until timestamptz)
 RETURNS TABLE (step_name text, step_id bigint, failed boolean, reattempted boolean,
                skipped boolean, run_time double precision, pickup double precision,
@@ -172,8 +172,7 @@ DECLARE
     part record;
 BEGIN
     FOR part IN SELECT * FROM pgbus.workflow_insights_uncovered(since, until) LOOP
-        RETURN QUERY EXECUTE 'SELECT * FROM pgbus.workflow_class_window_figures($1, $2, $3)'
-            USING workflow_class, part.lo, part.hi;
+        RETURN QUERY SELECT * FROM pgbus.workflow_class_window_figures(workflow_class, part.lo, part.hi);
     END LOOP;
 END;
 $$;
@@ -185,11 +184,15 @@ DECLARE
     part record;
 BEGIN
     FOR part IN SELECT * FROM pgbus.workflow_insights_uncovered(since, until) LOOP
-        RETURN QUERY EXECUTE
-            'SELECT x.workflow_class, x.status, extract(epoch FROM x.ended_at - x.created_at)::double precision
-             FROM pgbus.workflows x
-             WHERE x.ended_at >= $2 AND x.ended_at < $3 AND ($1 IS NULL OR x.workflow_class = $1)'
-            USING workflow_class, part.lo, part.hi;
+        IF workflow_class IS NULL THEN
+            RETURN QUERY SELECT x.workflow_class, x.status, extract(epoch FROM x.ended_at - x.created_at)::double precision
+                         FROM pgbus.workflows x WHERE x.ended_at >= part.lo AND x.ended_at < part.hi;
+        ELSE
+            RETURN QUERY SELECT x.workflow_class, x.status, extract(epoch FROM x.ended_at - x.created_at)::double precision
+                         FROM pgbus.workflows x
+                         WHERE x.workflow_class = workflow_insights_live_runs.workflow_class
+                           AND x.ended_at >= part.lo AND x.ended_at < part.hi;
+        END IF;
     END LOOP;
 END;
 $$;
