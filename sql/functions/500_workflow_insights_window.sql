@@ -237,3 +237,55 @@ BEGIN
     END IF;
 END;
 $$;
+
+-- The rolled-up hours wholly inside [since, until) that lie within one bucket of `bucket` on
+-- `time_zone`'s wall clock (a zone half an hour off UTC splits every hour; a 5-minute bucket
+-- is shorter than an hour): by end (pgbus.workflow_insights_hours) or, `by_creation`, the
+-- funnel's (pgbus.workflow_insights_funnel_hours).
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_bucket_hours(
+    since timestamptz, until timestamptz, bucket text, time_zone text, by_creation boolean
+) RETURNS tstzmultirange
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
+    FROM (SELECT e.hour FROM pgbus.workflow_insights_hours e WHERE NOT $5
+          UNION ALL
+          SELECT f.hour FROM pgbus.workflow_insights_funnel_hours f WHERE $5) h
+    WHERE pgbus.workflow_insights_rollup_on()
+      AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour'
+      AND pgbus.workflow_insights_bucket(h.hour, $3, $4)
+          = pgbus.workflow_insights_bucket(h.hour + interval '1 hour' - interval '1 microsecond', $3, $4)
+$$;
+
+-- What pgbus.workflow_class_throughput reads live: runs of the class created in [since, until)
+-- outside `started_covered` (kind 'started', `at` their creation), the ongoing ones created
+-- inside it (those the funnel's rollup leaves out), and runs that ended in the window outside
+-- `ended_covered` (kind 'ended', `at` their end).
+CREATE OR REPLACE FUNCTION pgbus.workflow_throughput_live(
+    workflow_class text, since timestamptz, until timestamptz,
+    started_covered tstzmultirange, ended_covered tstzmultirange
+) RETURNS TABLE (kind text, at timestamptz, status text)
+LANGUAGE plpgsql STABLE ROWS 1000 AS $$
+DECLARE
+    part record;
+BEGIN
+    IF since >= until THEN
+        RETURN;
+    END IF;
+    FOR part IN SELECT lower(r) AS lo, upper(r) AS hi FROM unnest(tstzmultirange(tstzrange(since, until)) - started_covered) r LOOP
+        RETURN QUERY SELECT 'started', w.created_at, w.status FROM pgbus.workflows w
+                     WHERE w.workflow_class = workflow_throughput_live.workflow_class
+                       AND w.created_at >= part.lo AND w.created_at < part.hi;
+    END LOOP;
+    IF NOT isempty(started_covered) THEN
+        RETURN QUERY SELECT 'started', w.created_at, w.status FROM pgbus.workflows w
+                     WHERE w.workflow_class = workflow_throughput_live.workflow_class AND w.ended_at IS NULL
+                       AND w.created_at >= lower(started_covered) AND w.created_at < upper(started_covered)
+                       AND w.created_at <@ started_covered;
+    END IF;
+    FOR part IN SELECT lower(r) AS lo, upper(r) AS hi FROM unnest(tstzmultirange(tstzrange(since, until)) - ended_covered) r LOOP
+        RETURN QUERY SELECT 'ended', w.ended_at, w.status FROM pgbus.workflows w
+                     WHERE w.workflow_class = workflow_throughput_live.workflow_class
+                       AND w.ended_at >= part.lo AND w.ended_at < part.hi;
+    END LOOP;
+END;
+$$;

@@ -242,27 +242,45 @@ DECLARE
     win record;
     tz text := coalesce(time_zone, current_setting('TimeZone'));
     buckets jsonb;
+    started_cov tstzmultirange;
+    ended_cov tstzmultirange;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
     PERFORM now() AT TIME ZONE tz;  -- an unknown zone raises 22023 here
+    -- Whole rolled-up hours that lie within one bucket: runs started from the funnel's rollup
+    -- (its ended runs by creation, and the ongoing ones live), finished and cancelled from the
+    -- rollup by end; everything else live.
+    started_cov := pgbus.workflow_insights_bucket_hours(win.since, win.until, win.bucket, tz, true);
+    ended_cov := pgbus.workflow_insights_bucket_hours(win.since, win.until, win.bucket, tz, false);
     WITH b AS (
         SELECT * FROM pgbus.workflow_insights_buckets(win.since, win.until, win.bucket, tz)
     ),
+    live AS MATERIALIZED (
+        SELECT * FROM pgbus.workflow_throughput_live(workflow_class_throughput.workflow_class, win.since, win.until,
+                                                     started_cov, ended_cov)
+    ),
     started AS (
-        SELECT pgbus.workflow_insights_bucket(w.created_at, win.bucket, tz) AS k, count(*) AS n
-        FROM pgbus.workflows w
-        WHERE w.workflow_class = workflow_class_throughput.workflow_class
-          AND w.created_at >= win.since AND w.created_at < win.until
-        GROUP BY 1
+        SELECT u.k, sum(u.n) AS n
+        FROM (SELECT pgbus.workflow_insights_bucket(l.at, win.bucket, tz) AS k, 1::bigint AS n
+              FROM live l WHERE l.kind = 'started'
+              UNION ALL
+              SELECT pgbus.workflow_insights_bucket(f.hour, win.bucket, tz), f.finished + f.cancelled
+              FROM pgbus.workflow_insights_funnel_runs f
+              WHERE f.workflow_class = workflow_class_throughput.workflow_class
+                AND f.hour >= lower(started_cov) AND f.hour < upper(started_cov) AND f.hour <@ started_cov) u
+        GROUP BY u.k
     ),
     ended AS (
-        SELECT pgbus.workflow_insights_bucket(w.ended_at, win.bucket, tz) AS k,
-               count(*) FILTER (WHERE w.status = 'finished') AS finished,
-               count(*) FILTER (WHERE w.status = 'cancelled') AS cancelled
-        FROM pgbus.workflows w
-        WHERE w.workflow_class = workflow_class_throughput.workflow_class
-          AND w.ended_at >= win.since AND w.ended_at < win.until
-        GROUP BY 1
+        SELECT u.k, sum(u.finished) AS finished, sum(u.cancelled) AS cancelled
+        FROM (SELECT pgbus.workflow_insights_bucket(l.at, win.bucket, tz) AS k,
+                     (l.status = 'finished')::int::bigint AS finished, (l.status = 'cancelled')::int::bigint AS cancelled
+              FROM live l WHERE l.kind = 'ended'
+              UNION ALL
+              SELECT pgbus.workflow_insights_bucket(h.hour, win.bucket, tz), h.finished, h.cancelled
+              FROM pgbus.workflow_insights_run_hours h
+              WHERE h.workflow_class = workflow_class_throughput.workflow_class
+                AND h.hour >= lower(ended_cov) AND h.hour < upper(ended_cov) AND h.hour <@ ended_cov) u
+        GROUP BY u.k
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'from', b.bucket_from, 'to', b.bucket_to, 'started', coalesce(s.n, 0),

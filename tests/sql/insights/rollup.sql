@@ -1,11 +1,12 @@
 -- pgTAP tests for the insights' rollup of closed hours (sql/functions/530_workflow_insights_rollup.sql,
 -- sql/schema/0018): with the fixed data of the other insights tests rolled up, every insights
 -- function answers exactly what it answers live (SET pgbus.insights_rollup = off), for windows
--- with ragged ends, capped or not; the answers do come from the rollup; and every write that
+-- with ragged ends, capped or not, throughput buckets in zones whole and half an hour off UTC;
+-- the answers do come from the rollup; and every write that
 -- could make a rolled-up hour wrong forgets it, while pgbus's own writes of a step do not.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(33);
+SELECT plan(35);
 \ir ../include/insights_setup.psql
 
 -- Every insights answer over the fixture's classes and the four windows, as of `at`.
@@ -18,7 +19,8 @@ CREATE FUNCTION pg_temp.answers(at timestamptz) RETURNS jsonb LANGUAGE sql AS $f
                         c.c, w.w,
                         pgbus.workflow_class_steps(c.c, w.w, NULL, at, max_revisions => 5),
                         pgbus.workflow_class_steps(c.c, w.w, interval '20 hours', at),
-                        pgbus.workflow_class_throughput(c.c, w.w, 'Europe/Berlin', NULL, at),
+                        (SELECT jsonb_agg(pgbus.workflow_class_throughput(c.c, w.w, z, NULL, at))
+                         FROM unnest(ARRAY['Europe/Berlin', 'America/Santiago', 'Asia/Kolkata', 'UTC']) z),
                         pgbus.workflow_class_durations(c.c, w.w, NULL, at),
                         pgbus.workflow_class_durations(c.c, w.w, interval '20 hours', at),
                         pgbus.workflow_class_funnel(c.c, w.w, NULL, at),
@@ -68,13 +70,30 @@ SELECT ok(NOT pg_temp.rolled(now()), 'the current hour is not closed');
 -- The same answers, now from the rollup.
 SELECT ok(pg_temp.same(), 'rolled up: every answer is the live one (percentiles, rates, funnel, revisions, windows capped or not, ragged ends)');
 SELECT is((SELECT pg_temp.answers(a) FROM before WHERE a = pg_temp.t()), (SELECT j FROM before WHERE a = pg_temp.t()), 'and the one computed before the rollup');
--- They do come from the rollup: a rolled-up figure changed behind pgbus's back shows.
+-- They do come from the rollup: a rolled-up figure changed behind pgbus's back shows. (Hour
+-- T-2h: f2 finished, f1 created (rolled up, +1000) and o_run created (ongoing: live); hour
+-- T-1h: f1 finished (+100), f4 and f_future created.)
 UPDATE pgbus.workflow_insights_attempt_hours SET failed = failed + 1 WHERE run_class = 'ins.Shop' AND step_name = 'ship'
   AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '5 hours');
 SELECT is((SELECT s ->> 'failed' FROM jsonb_array_elements(pgbus.workflow_class_steps('ins.Shop', '24h', NULL, pg_temp.t()) -> 'steps') s
            WHERE s ->> 'step_name' = 'ship'), '2', 'the pipeline reads the rolled-up hour');
 UPDATE pgbus.workflow_insights_attempt_hours SET failed = failed - 1 WHERE run_class = 'ins.Shop' AND step_name = 'ship'
   AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '5 hours');
+UPDATE pgbus.workflow_insights_run_hours SET finished = finished + 100 WHERE workflow_class = 'ins.Shop'
+  AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '1 hour');
+UPDATE pgbus.workflow_insights_funnel_runs SET finished = finished + 1000 WHERE workflow_class = 'ins.Shop'
+  AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '2 hours');
+SELECT is((SELECT jsonb_agg(jsonb_build_array(b -> 'finished', b -> 'started') ORDER BY b ->> 'from')
+           FROM jsonb_array_elements(pgbus.workflow_class_throughput('ins.Shop', '24h', 'UTC', NULL, pg_temp.t()) -> 'buckets') b
+           WHERE (b ->> 'from')::timestamptz IN (pg_temp.t() - interval '2 hours', pg_temp.t() - interval '1 hour')),
+          '[[1, 1002], [101, 2]]'::jsonb, 'throughput reads whole rolled-up hours (by end and, for runs started, the funnel''s by creation)');
+SELECT is((SELECT jsonb_agg(b -> 'finished') FROM jsonb_array_elements(pgbus.workflow_class_throughput('ins.Shop', '24h', 'Asia/Kolkata', NULL, pg_temp.t()) -> 'buckets') b
+           WHERE (b ->> 'from')::timestamptz = pg_temp.t() - interval '90 minutes'),
+          '[1]'::jsonb, '... but not an hour split between two buckets (a zone half an hour off UTC): that one is read live');
+UPDATE pgbus.workflow_insights_run_hours SET finished = finished - 100 WHERE workflow_class = 'ins.Shop'
+  AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '1 hour');
+UPDATE pgbus.workflow_insights_funnel_runs SET finished = finished - 1000 WHERE workflow_class = 'ins.Shop'
+  AND hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '2 hours');
 SET LOCAL pgbus.insights_rollup = off;
 SELECT is(pgbus.workflow_insights_covered(pg_temp.t() - interval '24 hours', pg_temp.t()), '{}'::tstzmultirange, 'pgbus.insights_rollup = off: nothing is read from the rollup');
 SET LOCAL pgbus.insights_rollup = on;
