@@ -52,6 +52,19 @@ BEGIN
 END;
 $$;
 
+-- Every class name an ended attempt carries (run_class), read by skipping through
+-- workflow_steps_class_ended_idx (one probe per class).
+CREATE OR REPLACE FUNCTION pgbus.workflow_attempt_classes() RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE c AS (
+        SELECT min(s.run_class) AS cls FROM pgbus.workflow_steps s WHERE s.ended_at IS NOT NULL
+        UNION ALL
+        SELECT (SELECT min(s.run_class) FROM pgbus.workflow_steps s WHERE s.ended_at IS NOT NULL AND s.run_class > c.cls)
+        FROM c WHERE c.cls IS NOT NULL
+    )
+    SELECT cls FROM c WHERE cls IS NOT NULL
+$$;
+
 -- Up to when hours are closed: now, or the start of the oldest other open transaction of
 -- this database (or the moment the oldest prepared one was prepared) when earlier. pgbus dates
 -- a row at or after its transaction's start, so every row dated before this moment that will
@@ -134,7 +147,7 @@ BEGIN
            count(*) FILTER (WHERE f.skipped), min(f.step_id), min(f.seen), max(f.ended_at),
            coalesce(array_agg(f.run_time ORDER BY f.run_time) FILTER (WHERE f.run_time IS NOT NULL), '{}'),
            coalesce(array_agg(f.pickup ORDER BY f.pickup) FILTER (WHERE f.pickup IS NOT NULL), '{}')
-    FROM pgbus.workflow_run_classes() c(cls)
+    FROM pgbus.workflow_attempt_classes() c(cls)
     CROSS JOIN unnest(todo) r
     CROSS JOIN LATERAL pgbus.workflow_class_window_figures(c.cls, lower(r), upper(r)) f
     GROUP BY c.cls, 2, f.step_name, f.app_revision;

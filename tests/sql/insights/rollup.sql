@@ -6,7 +6,7 @@
 -- could make a rolled-up hour wrong forgets it, while pgbus's own writes of a step do not.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(35);
+SELECT plan(37);
 \ir ../include/insights_setup.psql
 
 -- Every insights answer over the fixture's classes and the four windows, as of `at`.
@@ -128,6 +128,18 @@ UPDATE pgbus.workflows SET status = 'cancelled', pause_cause = NULL, ended_at = 
 SELECT ok(NOT pg_temp.funnel_rolled(pg_temp.t() - interval '8 hours'), 'a run created in a rolled-up hour that ends forgets its funnel hour');
 SELECT ok(pg_temp.same(), 'the funnel counts it as cancelled now');
 SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') >= 1 AND pg_temp.same(), 'rolled up again: still the live answers');
+
+-- An attempt whose run_class no run has (written by other means) is rolled up too.
+INSERT INTO pgbus.workflow_steps (workflow_id, step_name, attempt, status, outcome, queue, scheduled_at, started_at, ended_at, created_at, run_class)
+VALUES (pg_temp.id('g1'), 'stray', 1, 'completed', 'complete', 'q', pg_temp.t() - interval '4 hours', pg_temp.t() - interval '4 hours',
+        pg_temp.t() - interval '4 hours' + interval '3 seconds', pg_temp.t() - interval '4 hours', 'ins.Stray');
+CREATE FUNCTION pg_temp.stray_live() RETURNS jsonb LANGUAGE sql SET pgbus.insights_rollup = off AS $f$
+    SELECT pgbus.workflow_class_steps('ins.Stray', '24h', NULL, pg_temp.t())
+$f$;
+SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') >= 1
+          AND EXISTS (SELECT 1 FROM pgbus.workflow_insights_attempt_hours WHERE run_class = 'ins.Stray'),
+          'an attempt of a class no run has is rolled up');
+SELECT is(pgbus.workflow_class_steps('ins.Stray', '24h', NULL, pg_temp.t()), pg_temp.stray_live(), '... and read as live');
 
 -- pgbus's own writes of a run and its steps forget nothing.
 SELECT 1 FROM pgbus.workflow_register('ins.Hot', '[{"name": "one"}, {"name": "two"}]', 'd1', 'ins_hot');
