@@ -22,22 +22,35 @@ DROP FUNCTION IF EXISTS pgbus.workflow_insights_forget(timestamptz[]);
 
 -- The triggers of sql/schema/0018 (a row dated into the past written, an ended row changed or
 -- deleted, a run of an earlier hour ended): the hours of its old and new end, and the funnel
--- hour of its run's creation.
+-- hour of its run's creation (an attempt's run counts there only once ended). A bulk write
+-- (an import of history) calls this once per row: the hours it forgot last in this
+-- transaction are kept in the transaction-local setting pgbus.insights_forgot, and a row with
+-- the same hours forgets nothing more (nothing can roll them up again before this transaction
+-- ends: the rollup waits for the lock, and one run inside it clears the setting).
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_row_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    runs uuid[];
+    ended timestamptz[];
+    created timestamptz[];
+    key text;
 BEGIN
+    ended := ARRAY[pgbus.workflow_insights_hour(CASE WHEN TG_OP <> 'INSERT' THEN OLD.ended_at END),
+                   pgbus.workflow_insights_hour(CASE WHEN TG_OP <> 'DELETE' THEN NEW.ended_at END)];
     IF TG_TABLE_NAME = 'workflows' THEN
-        PERFORM pgbus.workflow_insights_forget(
-            ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.ended_at END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.ended_at END],
-            ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.created_at END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.created_at END]);
+        created := ARRAY[pgbus.workflow_insights_hour(CASE WHEN TG_OP <> 'INSERT' THEN OLD.created_at END),
+                         pgbus.workflow_insights_hour(CASE WHEN TG_OP <> 'DELETE' THEN NEW.created_at END)];
     ELSE
-        runs := ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.workflow_id END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.workflow_id END];
-        PERFORM pgbus.workflow_insights_forget(
-            ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.ended_at END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.ended_at END],
-            ARRAY(SELECT w.created_at FROM pgbus.workflows w WHERE w.workflow_id = ANY (runs)));
+        created := ARRAY(SELECT pgbus.workflow_insights_hour(w.created_at) FROM pgbus.workflows w
+                         WHERE w.workflow_id IN (CASE WHEN TG_OP <> 'INSERT' THEN OLD.workflow_id END,
+                                                 CASE WHEN TG_OP <> 'DELETE' THEN NEW.workflow_id END)
+                           AND w.ended_at IS NOT NULL);
     END IF;
+    key := array_to_string(ended, ',', '-') || '|' || array_to_string(created, ',', '-');
+    IF key IS NOT DISTINCT FROM current_setting('pgbus.insights_forgot', true) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pgbus.workflow_insights_forget(ended, created);
+    PERFORM set_config('pgbus.insights_forgot', key, true);
     RETURN NULL;
 END;
 $$;
@@ -109,6 +122,9 @@ BEGIN
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
     PERFORM pg_advisory_xact_lock(pgbus.workflow_insights_lock_key());
+    -- (Hours forgotten earlier in this transaction may be rolled up again below: a later write
+    -- into them must forget them again.)
+    PERFORM set_config('pgbus.insights_forgot', '', true);
     closed := pgbus.workflow_insights_closed();
     DELETE FROM pgbus.workflow_insights_hours h WHERE h.hour < horizon;
     DELETE FROM pgbus.workflow_insights_funnel_hours h WHERE h.hour < horizon;

@@ -6,7 +6,7 @@
 -- could make a rolled-up hour wrong forgets it, while pgbus's own writes of a step do not.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(38);
+SELECT plan(42);
 \ir ../include/insights_setup.psql
 
 -- Every insights answer over the fixture's classes and the four windows, as of `at`.
@@ -108,6 +108,13 @@ SELECT ok(NOT pg_temp.rolled(pg_temp.t() - interval '150 minutes'), 'an attempt 
 SELECT ok(NOT pg_temp.funnel_rolled(pg_temp.t() - interval '1 hour 60 seconds'), '... and its run''s funnel hour');
 SELECT ok(pg_temp.rolled(pg_temp.t() - interval '5 hours'), '... and no other hour');
 SELECT ok(pg_temp.same(), 'the answers count it (live)');
+-- A second write into the same hours in this transaction after a rollup forgets them again
+-- (the transaction's memory of what it forgot is cleared by the rollup).
+SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') >= 1 AND true, 'rolled up again');
+SELECT ok(pg_temp.rolled(pg_temp.t() - interval '150 minutes'), 'the hour is rolled up again');
+SELECT 1 FROM pg_temp.att('f1', 'charge', 'completed', 'complete', pg_temp.t() - interval '151 minutes', pg_temp.t() - interval '151 minutes', pg_temp.t() - interval '151 minutes' + interval '9 seconds');
+SELECT ok(NOT pg_temp.rolled(pg_temp.t() - interval '150 minutes'), 'another attempt written into it forgets it again');
+SELECT ok(pg_temp.same(), 'the answers count both');
 -- An ended attempt changed.
 UPDATE pgbus.workflow_steps SET status = 'superseded' WHERE step_id = (
     SELECT min(step_id) FROM pgbus.workflow_steps WHERE workflow_id = pg_temp.id('f1') AND step_name = 'ship' AND status = 'completed');
