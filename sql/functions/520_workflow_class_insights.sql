@@ -211,7 +211,8 @@ BEGIN
     LEFT JOIN now_ nw ON nw.step_name = nm.step_name;
     RETURN jsonb_build_object(
                'workflow_class', workflow_class, 'registered', registered,
-               'attention', (SELECT count(*) FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
+               'attention', (SELECT count(*) FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold,
+                                                                 workflow_class_steps.workflow_class) k
                              WHERE k.workflow_class = workflow_class_steps.workflow_class))
            || pgbus.workflow_insights_window_json(window_name, retention, as_of)
            || jsonb_build_object('steps', steps)
