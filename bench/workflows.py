@@ -1,21 +1,34 @@
 """Workflow step throughput, pickup latency and transactions per step, beside raw PGMQ.
 
-    .venv/bin/python -m bench.workflows [--seconds 10] [--runs 1000] [--threads 4] [--samples 50]
+    .venv/bin/python -m bench.workflows [--rounds 5] [--seconds 5] [--runs 2000] [--threads 4]
+                                        [--samples 50]
 
 Uses PGBUS_DATABASE_URL's server (a scratch database `pgbus_bench` is created on it) or starts
 the local one with scripts/pg. Prints the durability settings it ran with. The workflow is
 bench.noop_workflows.NoopWorkflow: three steps that do nothing.
 
+The phases are interleaved and repeated: each of --rounds rounds measures steps with 1 worker,
+then with 2, each between two halves of its raw PGMQ cycle (--seconds / 2 before, as long
+after), so that each ratio compares phases seconds apart; the figures printed are the medians
+over the rounds (with their range). On a machine shared with other work the raw rates swing
+with the load; the ratio of the same round, and the CPU time per step, move much less.
+
 - raw PGMQ: `threads x workers` connections, each looping send + read(1) + archive (three
-  transactions per message) for --seconds (bench.harness.raw_pgmq_rate).
+  transactions per message) for --seconds in all, around the steps (bench.harness.raw_pgmq_rate).
 - steps/s: --runs runs are started first (NoopWorkflow.start from 8 threads), so their first
   steps wait in the queue: the workflow's own, bench_workflows, so that no other worker on the
   database takes them. Then 1, then 2 worker processes (`pgbus.cli worker --queues
   bench_workflows --threads T`) run all 3 x runs steps. The rate is 3 x runs / (first worker's
   start -> last run's end), both read from the database's clock (pgbus.processes.started_at,
-  pgbus.workflows.ended_at), so the workers' Python start-up is not counted; the wall time
-  including it is printed beside.
-  ratio = steps/s / raw PGMQ msg/s at the same concurrency.
+  pgbus.workflows.ended_at), so the workers' Python start-up is not counted.
+  ratio = steps/s / raw PGMQ msg/s at the same concurrency, in the same round.
+- WAL per step: pg_current_wal_lsn() before the workers start and after the last run ended,
+  divided by the 3 x runs steps.
+- CPU per step: the worker processes' CPU time (user + system, from /proc) and the database
+  server's (every process of its postmaster, when the server runs on this machine and its data
+  directory is readable), over the batch, less what the same idle workers use for as long
+  (start-up, polling), divided by the 3 x runs steps. Unlike a rate, it hardly depends on what
+  else the machine runs.
 - transactions per step: xact_commit + xact_rollback of `pgbus_bench` in pg_stat_database (read
   from the admin database, so reading it does not count) just before the workers start, and
   after they have stopped and the counter has settled (backends flush their counts late, exiting
@@ -37,9 +50,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psycopg
 
@@ -78,6 +93,49 @@ STOPPED = (
     " WHERE workflows.status IN ('paused', 'cancelled') LIMIT 1"
 )
 BATCH_POLL = 0.1  # s; the rate is read from the database's clock, not from when we look
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int], children_of: int | None = None) -> float:
+    """User + system CPU seconds of `pids` (and of every child of `children_of`), from /proc;
+    a process gone meanwhile counts 0."""
+    total = 0.0
+    wanted = set(pids)
+    if children_of is not None:
+        wanted.add(children_of)
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                fields = _stat(int(entry.name))
+                if fields and int(fields[1]) == children_of:
+                    wanted.add(int(entry.name))
+    for pid in wanted:
+        fields = _stat(pid)
+        if fields:
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state first), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def postmaster_pid(admin: psycopg.Connection) -> int | None:
+    """The server's postmaster pid when it runs on this machine and its data directory is
+    readable (CPU per step then counts the server's side); else None."""
+    try:
+        data = admin.execute("SHOW data_directory").fetchone()[0]
+        pid = int((Path(data) / "postmaster.pid").read_text().split()[0])
+    except (psycopg.Error, OSError, ValueError, IndexError):
+        return None
+    return pid if _stat(pid) else None
+
+
+def wal_lsn(admin: psycopg.Connection) -> int:
+    return admin.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()[0]
 
 
 def start_workers(url: str, n: int, threads: int) -> list[subprocess.Popen]:
@@ -151,17 +209,32 @@ class Batch:
     seconds: float  # first worker's start -> last run's end (database clock)
     wall: float  # worker processes spawned -> all runs seen finished
     transactions: int  # in pgbus_bench, the benchmark's own queries left out
+    wal: int = 0  # bytes of WAL written meanwhile
+    worker_cpu: float = 0.0  # s, the worker processes' (start-up included)
+    server_cpu: float | None = None  # s, the server's processes' (None: not measurable here)
 
 
-def run_batch(url: str, admin: psycopg.Connection, workers: int, threads: int, runs: int) -> Batch:
+def run_batch(
+    url: str,
+    admin: psycopg.Connection,
+    workers: int,
+    threads: int,
+    runs: int,
+    postmaster: int | None = None,
+) -> Batch:
     clear_runs(url)
     start_runs(url, runs)
     before = settled_transactions(admin)
+    server_before = cpu_seconds([], postmaster) if postmaster else None
+    wal_before = wal_lsn(admin)
     spawned = time.monotonic()
     procs = start_workers(url, workers, threads)
     monitor = Monitor(url)
     try:
         poll(lambda: finished(monitor, runs), f"{runs} runs finished", every=BATCH_POLL)
+        wal = wal_lsn(admin) - wal_before
+        worker_cpu = cpu_seconds([p.pid for p in procs])
+        server_cpu = cpu_seconds([], postmaster) - server_before if postmaster else None
         wall = time.monotonic() - spawned
         seconds = monitor.value(
             "SELECT extract(epoch FROM (SELECT max(ended_at) FROM pgbus.workflows)"
@@ -172,14 +245,21 @@ def run_batch(url: str, admin: psycopg.Connection, workers: int, threads: int, r
         monitor.close()
         stop(procs)
     used = settled_transactions(admin) - before - monitor.queries
-    return Batch(float(seconds), wall, used)
+    return Batch(float(seconds), wall, used, wal, worker_cpu, server_cpu)
 
 
-def idle_transactions(
-    url: str, admin: psycopg.Connection, workers: int, threads: int, seconds: float
-) -> int:
-    """What the same workers cost with nothing to do: start-up, polling, heartbeats, shutdown."""
+def idle_batch(
+    url: str,
+    admin: psycopg.Connection,
+    workers: int,
+    threads: int,
+    seconds: float,
+    postmaster: int | None = None,
+) -> Batch:
+    """What the same workers cost with nothing to do for `seconds`: start-up, polling,
+    heartbeats, shutdown (transactions; CPU up to the end of the idle period)."""
     before = settled_transactions(admin)
+    server_before = cpu_seconds([], postmaster) if postmaster else None
     procs = start_workers(url, workers, threads)
     monitor = Monitor(url)
     try:
@@ -192,10 +272,13 @@ def idle_transactions(
             f"{workers} worker(s) registered",
         )
         time.sleep(seconds)  # the idle period being measured
+        worker_cpu = cpu_seconds(pids)
+        server_cpu = cpu_seconds([], postmaster) - server_before if postmaster else None
     finally:
         monitor.close()
         stop(procs)
-    return settled_transactions(admin) - before - monitor.queries
+    used = settled_transactions(admin) - before - monitor.queries
+    return Batch(seconds, seconds, used, 0, worker_cpu, server_cpu)
 
 
 def pickup_latency(url: str, samples: int) -> dict[str, list[float]]:
@@ -226,10 +309,19 @@ def pickup_latency(url: str, samples: int) -> dict[str, list[float]]:
     }
 
 
+def spread(values: list[float], fmt: str) -> str:
+    """The median of `values`, with their range when there are several."""
+    med = format(statistics.median(values), fmt)
+    if len(values) < 2:
+        return med
+    return f"{med} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--samples", type=int, default=50)
     args = parser.parse_args()
@@ -241,14 +333,32 @@ def main() -> int:
     steps = STEPS_PER_RUN * args.runs
     failures = []
     with psycopg.connect(admin_url, autocommit=True) as admin:
+        postmaster = postmaster_pid(admin)
+        raws: dict[int, list[float]] = {1: [], 2: []}
+        batches: dict[int, list[Batch]] = {1: [], 2: []}
+        for r in range(args.rounds):
+            for workers in (1, 2):
+                # (Half of the raw cycle's time before the steps, half after: the mean of the
+                # two is the raw rate around the steps, as the machine's load was then.)
+                before = raw_pgmq_rate(url, workers * args.threads, args.seconds / 2)
+                batch = run_batch(url, admin, workers, args.threads, args.runs, postmaster)
+                raw = (before + raw_pgmq_rate(url, workers * args.threads, args.seconds / 2)) / 2
+                raws[workers].append(raw)
+                batches[workers].append(batch)
+                print(
+                    f"round {r + 1}, {workers} worker(s): raw PGMQ {raw:6.0f} msg/s | steps "
+                    f"{steps / batch.seconds:6.0f} steps/s | ratio {steps / batch.seconds / raw:.2f}",
+                    flush=True,
+                )
         for workers in (1, 2):
-            concurrency = workers * args.threads
-            raw = raw_pgmq_rate(url, concurrency, args.seconds)
-            batch = run_batch(url, admin, workers, args.threads, args.runs)
-            idle = idle_transactions(url, admin, workers, args.threads, batch.seconds)
-            rate = steps / batch.seconds
-            ratio = rate / raw
-            per_step = (batch.transactions - idle) / steps
+            runs = batches[workers]
+            typical = statistics.median(b.seconds for b in runs)
+            idle = idle_batch(url, admin, workers, args.threads, typical, postmaster)
+            rates = [steps / b.seconds for b in runs]
+            ratios = [rate / raw for rate, raw in zip(rates, raws[workers], strict=True)]
+            per_step = [(b.transactions - idle.transactions) / steps for b in runs]
+            ratio = statistics.median(ratios)
+            rate = statistics.median(rates)
 
             verdict = "ok" if ratio >= RATIO_BUDGET else f"OVER BUDGET (< {RATIO_BUDGET})"
             if ratio < RATIO_BUDGET:
@@ -260,22 +370,28 @@ def main() -> int:
                     verdict += f"; OVER BUDGET (< {STEPS_BUDGET:.0f} steps/s)"
                     failures.append("steps/s with 2 workers")
             print(
-                f"{workers} worker(s) x {args.threads} threads: raw PGMQ {raw:7.0f} msg/s | "
-                f"steps {rate:7.0f} steps/s | ratio {ratio:.2f} {verdict}",
+                f"{workers} worker(s) x {args.threads} threads, median of {len(runs)} rounds: "
+                f"raw PGMQ {spread(raws[workers], '.0f')} msg/s | steps {spread(rates, '.0f')} "
+                f"steps/s | ratio {spread(ratios, '.2f')} {verdict}",
                 flush=True,
             )
 
+            tx = statistics.median(per_step)
             verdict = (
-                "ok"
-                if per_step <= TRANSACTIONS_BUDGET
-                else f"OVER BUDGET (> {TRANSACTIONS_BUDGET:.0f})"
+                "ok" if tx <= TRANSACTIONS_BUDGET else f"OVER BUDGET (> {TRANSACTIONS_BUDGET:.0f})"
             )
-            if per_step > TRANSACTIONS_BUDGET:
+            if tx > TRANSACTIONS_BUDGET:
                 failures.append(f"transactions per step with {workers} worker(s)")
+            worker_cpu = [(b.worker_cpu - idle.worker_cpu) * 1000 / steps for b in runs]
+            cpu = f"worker CPU {spread(worker_cpu, '.3f')} ms/step"
+            if idle.server_cpu is not None:
+                server_cpu = [(b.server_cpu - idle.server_cpu) * 1000 / steps for b in runs]
+                cpu += f", server CPU {spread(server_cpu, '.3f')} ms/step"
             print(
-                f"    {steps} steps in {batch.seconds:.2f} s ({batch.wall:.2f} s wall, worker "
-                f"start-up included) | {per_step:.2f} transactions/step {verdict} "
-                f"({batch.transactions} in all, {idle} of them idle workers' own)",
+                f"    {steps} steps in {spread([b.seconds for b in runs], '.2f')} s | "
+                f"{spread(per_step, '.2f')} transactions/step {verdict} (idle workers' own "
+                f"{idle.transactions} left out) | WAL {spread([b.wal / steps for b in runs], '.0f')}"
+                f" bytes/step | {cpu}",
                 flush=True,
             )
 

@@ -223,16 +223,27 @@ $$;
 -- started_at): from here on, their message coming back is a stall. Answers the step ids marked;
 -- one not among them is no longer that begin (stalled, released or begun again): its body must
 -- not run. Takes no run lock: a writer of the attempt holds the row, and the check is redone.
+-- (PL/pgSQL, one UPDATE by primary key per attempt: it runs for nearly every step, inside the
+-- read or the previous step's end, and both a SQL function's UPDATE and a join with
+-- unnest(step_ids, begun_at), whose row count only a custom plan knows, would be planned again
+-- on every call.)
 CREATE OR REPLACE FUNCTION pgbus.workflow_steps_started(step_ids bigint[], begun_at timestamptz[])
 RETURNS bigint[]
-LANGUAGE sql AS $$
-    WITH marked AS (
+LANGUAGE plpgsql AS $$
+DECLARE
+    marked bigint[] := '{}';
+    marked_id bigint;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(step_ids, 1), 0) LOOP
         UPDATE pgbus.workflow_steps s SET body_started_at = clock_timestamp()
-        FROM unnest(step_ids, begun_at) AS b(step_id, begun_at)
-        WHERE s.step_id = b.step_id AND s.status = 'running' AND s.started_at = b.begun_at
-        RETURNING s.step_id
-    )
-    SELECT coalesce(array_agg(step_id), '{}') FROM marked
+        WHERE s.step_id = step_ids[i] AND s.status = 'running' AND s.started_at = begun_at[i]
+        RETURNING s.step_id INTO marked_id;
+        IF FOUND THEN
+            marked := marked || marked_id;
+        END IF;
+    END LOOP;
+    RETURN marked;
+END;
 $$;
 
 -- A step's attempt ran past its timeout and its body returned (or failed) late: nothing it did
