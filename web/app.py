@@ -261,7 +261,8 @@ class Dashboard:
             raise BadInput("Malformed form") from None
         fields: dict[str, list[str]] = {}
         for k, v in form.multi_items():
-            if not isinstance(v, str) or len(v) > MAX_FIELD:
+            # (A NUL character can be in no text PostgreSQL stores: refused here, not a 500.)
+            if not isinstance(v, str) or len(v) > MAX_FIELD or "\x00" in v or "\x00" in k:
                 raise BadInput("Malformed form")
             fields.setdefault(k, []).append(v)
         token = (fields.get(CSRF_FIELD) or [None])[0]

@@ -146,3 +146,21 @@ def test_random_requests(db_url, conn, route):
                 assert snapshot(conn) == before, (path, form, said)
 
     go()
+
+
+@pytest.mark.parametrize("field", ["reason", "payload", "name"])
+def test_nul_character_in_a_form_is_refused(db_url, conn, field):
+    """PostgreSQL text cannot hold NUL: a form carrying one is a 400 that changes nothing
+    (hypothesis once found a reason of "\\x00" answered with a 500)."""
+    ids = paused_on_error(conn, "Fuzz", 1)
+    c = client(db_url)
+    token = csrf(c, f"/workflows/{ids[0]}")
+    before = snapshot(conn)
+    r = c.post(
+        f"/workflows/{ids[0]}/resume",
+        content=urlencode([(field, "a\x00b"), ("csrf_token", token)]),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert r.status_code == 400, (r.status_code, r.text[:200])
+    assert r.headers["content-type"].startswith("text/plain")
+    assert snapshot(conn) == before
