@@ -12,6 +12,8 @@ heaviest statements.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 from typing import Any
 
 import psycopg
@@ -101,6 +103,52 @@ VACUUM pgbus.workflows;
 
 def load(url: str, runs: int) -> float:
     return run_load_script(url, LOAD, runs)
+
+
+# The heaviest statements alone, as the server's CPU time per call (the backend's own, from
+# /proc/<pid>/schedstat): unlike the wall-clock medians above, barely moved by other work on a
+# shared machine. Only when the server runs on this machine.
+CPU_STATEMENTS = [
+    ("attention", "SELECT * FROM pgbus.workflow_attention()"),
+    ("attention, one class", "SELECT * FROM pgbus.workflow_attention('Bench3')"),
+    ("stuck runs", "SELECT * FROM pgbus.workflow_stuck()"),
+    (
+        "list, current step",
+        "SELECT * FROM pgbus.workflow_list(only_step => 'charge', page_size => 26)",
+    ),
+    ("count, current step", "SELECT pgbus.workflow_list_count(only_step => 'charge')"),
+    (
+        "list, error class",
+        "SELECT * FROM pgbus.workflow_list(only_error_class => 'Timeout1', page_size => 26)",
+    ),
+    ("count, error class", "SELECT pgbus.workflow_list_count(only_error_class => 'Timeout1')"),
+    ("count, ongoing", "SELECT pgbus.workflow_list_count()"),
+    ("home card", "SELECT pgbus.workflow_home_card()"),
+]
+
+
+def sql_cpu(url: str, repeat: int) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        stat = f"/proc/{pid}/schedstat"
+        if not os.path.exists(stat):
+            return
+
+        def used() -> int:
+            with open(stat) as f:
+                return int(f.read().split()[0])
+
+        print(
+            f"\n{'SQL alone, server CPU per call (median of ' + str(repeat) + ')':<60} {'cpu ms':>8}"
+        )
+        for title, sql in CPU_STATEMENTS:
+            conn.execute(sql).fetchall()
+            samples = []
+            for _ in range(repeat):
+                before = used()
+                conn.execute(sql).fetchall()
+                samples.append((used() - before) / 1e6)
+            print(f"{title + ': ' + sql[:40]:<60} {statistics.median(samples):>8.1f}")
 
 
 def main() -> None:
@@ -200,6 +248,7 @@ def main() -> None:
         f"{'' if ms <= BUDGETS_MS['home card'] else '  OVER'}"
     )
     data.close()
+    sql_cpu(url, args.repeat)
 
     print("\nPlans of the heaviest statements (auto_explain, nested statements):")
     with psycopg.connect(url, autocommit=True) as conn:
