@@ -69,6 +69,15 @@ def duplicates(url: str) -> list[tuple]:
         ).fetchall()
 
 
+def paused_why(url: str) -> list[tuple]:
+    """What a paused run's current step says, so that a failure names its cause."""
+    with psycopg.connect(url) as c:
+        return c.execute(
+            "SELECT current_step, current_step_status, current_attempt, current_error_class,"
+            " current_error_message FROM pgbus.workflow_runs_overview WHERE status = 'paused'"
+        ).fetchall()
+
+
 def settled(url: str, total: int) -> bool:
     s = statuses(url)
     return s.get("finished", 0) + s.get("paused", 0) + s.get("cancelled", 0) == total
@@ -88,14 +97,14 @@ def chaos_worker(url: str, threads: int = 4, env: dict[str, str] | None = None) 
 
 def test_an_immediate_restart_under_load_pauses_nothing_and_commits_nothing_twice(chaos_db, procs):
     cluster, url = chaos_db
-    runs = start_runs(300, work=0.002)
+    runs = start_runs(300, work=0.02)
     procs.extend([chaos_worker(url), chaos_worker(url)])
     wait_until(lambda: statuses(url).get("finished", 0) >= 30, 60, what="some runs finished")
     cluster.restart(mode="immediate")
     assert statuses(url).get("finished", 0) < 250, "the restart came too late to matter"
     wait_until(lambda: settled(url, len(runs)), 120, interval=0.5, what="every run settled")
     s = statuses(url)
-    assert s == {"finished": 300}, s
+    assert s == {"finished": 300}, (s, paused_why(url), [p.output()[-3000:] for p in procs])
     assert duplicates(url) == []
     with psycopg.connect(url) as c:
         assert c.execute("SELECT count(*) FROM effects").fetchone()[0] == 900
