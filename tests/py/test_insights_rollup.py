@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from pgbus.dispatcher import Dispatcher, default_duties
+from tests.py.support import wait_until
 
 CLASS = "RollFlow"
 
@@ -86,14 +87,14 @@ def rolled(conn: psycopg.Connection, hours_ago: float) -> bool:
 
 
 def blocked_on_lock(observer: psycopg.Connection, pid: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if observer.execute(
+    wait_until(
+        lambda: observer.execute(
             "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", (pid,)
-        ).fetchone()[0]:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"session {pid} never waited for a lock")
+        ).fetchone()[0],
+        10,
+        interval=0.01,
+        what=f"session {pid} to wait for a lock",
+    )
 
 
 def past_attempt(c: psycopg.Connection, hours_ago: float) -> None:
