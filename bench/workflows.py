@@ -1,7 +1,7 @@
 """Workflow step throughput, pickup latency and transactions per step, beside raw PGMQ.
 
     .venv/bin/python -m bench.workflows [--rounds 5] [--seconds 5] [--runs 2000] [--threads 4]
-                                        [--samples 50]
+                                        [--samples 50] [--without-rollup-triggers]
 
 Uses PGBUS_DATABASE_URL's server (a scratch database `pgbus_bench` is created on it) or starts
 the local one with scripts/pg. Prints the durability settings it ran with. The workflow is
@@ -309,6 +309,15 @@ def pickup_latency(url: str, samples: int) -> dict[str, list[float]]:
     }
 
 
+def disable_rollup_triggers(url: str) -> None:
+    """Disables the row triggers by which a write into the past forgets rolled-up insights hours
+    (migration 0018): the only work the rollup adds to a step's writes."""
+    with psycopg.connect(url, autocommit=True) as c:
+        for table in ("workflows", "workflow_steps"):
+            for event in ("insert", "update", "delete"):
+                c.execute(f"ALTER TABLE pgbus.{table} DISABLE TRIGGER {table}_insights_{event}")
+
+
 def spread(values: list[float], fmt: str) -> str:
     """The median of `values`, with their range when there are several."""
     med = format(statistics.median(values), fmt)
@@ -324,12 +333,26 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument(
+        "--without-rollup-triggers",
+        action="store_true",
+        help="disable the insights rollup's row triggers, to measure what they cost a step",
+    )
     args = parser.parse_args()
 
     admin_url = server_url()
     url = scratch_database(admin_url)
     pgbus.configure(database_url=url)
-    print(f"server: {durability(url)}; {os.cpu_count()} cores", flush=True)
+    if args.without_rollup_triggers:
+        disable_rollup_triggers(url)
+    with psycopg.connect(admin_url, autocommit=True) as c:
+        # (To count the rollup triggers' calls below; sessions opened from here on see it.)
+        c.execute("ALTER DATABASE pgbus_bench SET track_functions = 'pl'")
+    print(
+        f"server: {durability(url)}; {os.cpu_count()} cores; insights rollup triggers "
+        + ("off" if args.without_rollup_triggers else "on"),
+        flush=True,
+    )
     steps = STEPS_PER_RUN * args.runs
     failures = []
     with psycopg.connect(admin_url, autocommit=True) as admin:
@@ -394,6 +417,13 @@ def main() -> int:
                 f" bytes/step | {cpu}",
                 flush=True,
             )
+
+    with psycopg.connect(url) as c:
+        calls = c.execute(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions"
+            " WHERE schemaname = 'pgbus' AND funcname = 'workflow_insights_row_changed'"
+        ).fetchone()[0]
+    print(f"insights rollup trigger function calls during all the batches' steps: {calls}")
 
     latency = pickup_latency(url, args.samples)
     p50, p99 = p50_p99(latency["first"] + latency["next"])
