@@ -122,6 +122,8 @@ CPU_STATEMENTS = [
         "SELECT * FROM pgbus.workflow_list(only_error_class => 'Timeout1', page_size => 26)",
     ),
     ("count, error class", "SELECT pgbus.workflow_list_count(only_error_class => 'Timeout1')"),
+    ("list, paused", "SELECT * FROM pgbus.workflow_list('paused', page_size => 26)"),
+    ("count, ready", "SELECT pgbus.workflow_list_count('ready')"),
     ("count, ongoing", "SELECT pgbus.workflow_list_count()"),
     ("home card", "SELECT pgbus.workflow_home_card()"),
 ]
@@ -212,6 +214,7 @@ def main() -> None:
         ("single filter", "/workflows?status=all&subject_type=User&subject_id=4242"),
         ("single filter", f"/workflows?status=all&workflow_id={some_run}"),
         ("single filter", "/workflows?status=paused"),
+        ("single filter", "/workflows?status=ready"),
         ("single filter", "/workflows?status=finished"),
         (
             "single filter",
@@ -262,6 +265,7 @@ def main() -> None:
         conn.execute("SET auto_explain.log_min_duration = 0")
         conn.execute("SET auto_explain.log_nested_statements = on")
         conn.execute("SET auto_explain.log_analyze = on")
+        conn.execute("SET auto_explain.log_buffers = on")
         conn.execute("SET auto_explain.log_level = notice")
         for title, sql in [
             ("list first page (ongoing)", "SELECT * FROM pgbus.workflow_list()"),
@@ -271,6 +275,8 @@ def main() -> None:
                 "filter: error class",
                 "SELECT * FROM pgbus.workflow_list(only_error_class => 'Timeout1')",
             ),
+            ("filter: paused", "SELECT * FROM pgbus.workflow_list('paused')"),
+            ("count: current step", "SELECT pgbus.workflow_list_count(only_step => 'charge')"),
             ("attention", "SELECT * FROM pgbus.workflow_attention()"),
             ("home card", "SELECT pgbus.workflow_home_card()"),
         ]:

@@ -156,7 +156,8 @@ BEGIN
     IF status = 'ongoing' THEN
         c := c || ARRAY['w.ended_at IS NULL'];
     ELSIF status = 'paused' THEN
-        -- (pause_cause is set exactly while paused: workflows_paused_idx answers alone.)
+        -- (pause_cause is set exactly while paused: workflows_paused_recent_idx reads a page
+        -- newest first, and the count, alone; workflows_paused_idx by class.)
         c := c || ARRAY['w.pause_cause IS NOT NULL', 'w.ended_at IS NULL'];
     ELSIF status IN ('ready', 'running', 'waiting') THEN
         c := c || ARRAY['w.ended_at IS NULL', 'w.status = $1'];
@@ -172,7 +173,8 @@ BEGIN
     IF workflow_class IS NOT NULL THEN c := c || ARRAY['w.workflow_class = $2']; END IF;
     IF current_step IS NOT NULL THEN c := c || ARRAY['w.current_step = $3']; END IF;
     IF error_class IS NOT NULL THEN
-        -- The current attempt's error class, kept on the run (workflows_error_class_recent_idx).
+        -- The current attempt's error class, kept on the run: workflows_error_class_ongoing_idx
+        -- for ongoing runs (the default status), workflows_error_class_recent_idx for all.
         c := c || ARRAY['w.error_class = $4'];
     END IF;
     IF subject_type IS NOT NULL THEN
