@@ -289,3 +289,116 @@ BEGIN
     END LOOP;
 END;
 $$;
+
+-- Exact percentiles (percentile_cont's answers, to the last bit) of values kept as sorted lists:
+-- the insights' rolled-up hours and spans store their run times, pickups and durations sorted
+-- (sql/schema/0018, 0019), so a window's figures need not unnest and sort them again.
+--
+-- percentile_cont(p) over n values (PostgreSQL's orderedsetaggs.c): with pos = p * (n - 1) in
+-- double precision, lo the floor(pos)-th and hi the ceil(pos)-th value (0-based) in ascending
+-- order, it answers lo + (pos - floor(pos)) * (hi - lo), and NULL over no values. The functions
+-- below compute exactly that. The values are finite (no NaN, no NULL: the rollup leaves NULLs
+-- out).
+
+-- percentile_cont(fractions) of one sorted array, by position.
+CREATE OR REPLACE FUNCTION pgbus.insights_sorted_percentiles(sorted double precision[], fractions double precision[])
+RETURNS double precision[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN cardinality($1) > 0 THEN ARRAY(
+        SELECT CASE WHEN x.prop = 0 THEN $1[x.lo] ELSE $1[x.lo] + (x.prop * ($1[x.hi] - $1[x.lo])) END
+        FROM unnest($2) WITH ORDINALITY AS p(p, o)
+        CROSS JOIN LATERAL (SELECT p.p * (cardinality($1) - 1)::double precision AS pos) q
+        CROSS JOIN LATERAL (SELECT 1 + floor(q.pos)::integer AS lo, 1 + ceil(q.pos)::integer AS hi,
+                                   q.pos - floor(q.pos) AS prop) x
+        ORDER BY p.o) END
+$$;
+
+-- The r-th smallest (1-based) of the values of `big` (sorted ascending) and `others` (t values,
+-- any order), reading at most r - a values of big and the others, a = max(0, r - t - 1): each
+-- of big's first a values has fewer than r values below or beside it (at most a - 1 of big's,
+-- t others), so the answer is the (r - a)-th smallest of big[a + 1 : r] and the others (big's
+-- values after the r-th cannot come before its r-th).
+CREATE OR REPLACE FUNCTION pgbus.insights_nth(big double precision[], others double precision[], r bigint)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT c.x
+    FROM (SELECT unnest($1[greatest(0, $3 - cardinality($2) - 1) + 1 : $3]) AS x
+          UNION ALL
+          SELECT unnest($2)) c
+    ORDER BY c.x
+    OFFSET $3 - greatest(0, $3 - cardinality($2) - 1) - 1
+    LIMIT 1
+$$;
+
+-- percentile_cont(fractions) of every value of the lists, each list sorted ascending. One
+-- list: by position. One long list and few other values (a span beside a window's other hours
+-- and live ends): each order statistic by pgbus.insights_nth, sorting only a few values around
+-- it. Otherwise every value is sorted, as percentile_cont does.
+CREATE OR REPLACE FUNCTION pgbus.insights_percentiles(lists pgbus.insights_values[], fractions double precision[])
+RETURNS double precision[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    longest integer;
+    big double precision[];
+    others double precision[];
+    n bigint;
+BEGIN
+    SELECT l.i INTO longest FROM unnest(lists) WITH ORDINALITY AS l(v, i)
+    ORDER BY coalesce(cardinality(l.v), 0) DESC, l.i LIMIT 1;
+    IF longest IS NULL THEN
+        RETURN NULL;
+    END IF;
+    big := coalesce((lists[longest]).v, '{}');
+    others := ARRAY(SELECT x FROM unnest(lists) WITH ORDINALITY AS l(v, i), unnest(l.v) x WHERE l.i <> longest);
+    n := cardinality(big) + cardinality(others);
+    IF n = 0 THEN
+        RETURN NULL;
+    ELSIF cardinality(others) = 0 THEN
+        RETURN pgbus.insights_sorted_percentiles(big, fractions);
+    ELSIF (2 * cardinality(others) + 1) * 2 * cardinality(fractions) > n THEN
+        RETURN (SELECT percentile_cont(fractions) WITHIN GROUP (ORDER BY c.x)
+                FROM (SELECT unnest(big) AS x UNION ALL SELECT unnest(others)) c);
+    END IF;
+    RETURN ARRAY(
+        SELECT CASE WHEN x.prop = 0 THEN x.lo ELSE x.lo + (x.prop * (x.hi - x.lo)) END
+        FROM unnest(fractions) WITH ORDINALITY AS p(p, o)
+        CROSS JOIN LATERAL (SELECT p.p * (n - 1)::double precision AS pos) q
+        CROSS JOIN LATERAL (
+            SELECT pgbus.insights_nth(big, others, 1 + floor(q.pos)::bigint) AS lo,
+                   CASE WHEN q.pos = floor(q.pos) THEN NULL
+                        ELSE pgbus.insights_nth(big, others, 1 + ceil(q.pos)::bigint) END AS hi,
+                   q.pos - floor(q.pos) AS prop) x
+        ORDER BY p.o);
+END;
+$$;
+
+-- The values of the lists merged into one sorted array (one list is returned as it is).
+CREATE OR REPLACE FUNCTION pgbus.insights_merge(lists pgbus.insights_values[])
+RETURNS double precision[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN cardinality($1) = 1 THEN coalesce(($1[1]).v, '{}')
+                ELSE (SELECT coalesce(array_agg(x ORDER BY x), '{}') FROM unnest($1) l, unnest(l.v) x) END
+$$;
+
+-- The bins of the end-to-end duration chart (pgbus.workflow_class_durations), [lo, hi) in
+-- seconds (hi NULL: no upper end).
+CREATE OR REPLACE FUNCTION pgbus.workflow_duration_bins()
+RETURNS TABLE (i integer, label text, lo integer, hi integer)
+LANGUAGE sql IMMUTABLE AS $$
+    VALUES (1, '< 1 s', 0, 1), (2, '1–10 s', 1, 10), (3, '10 s–1 min', 10, 60),
+           (4, '1–10 min', 60, 600), (5, '10 min–1 h', 600, 3600), (6, '1–6 h', 3600, 21600),
+           (7, '6–24 h', 21600, 86400), (8, '1–7 d', 86400, 604800), (9, '≥ 7 d', 604800, NULL)
+$$;
+
+-- The span (sql/schema/0019) a window [since, until) reads: the longest one wholly inside it
+-- (none when the rollup is off or no span fits). Its hours are read from it, not from the
+-- hours' rows.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_span(since timestamptz, until timestamptz)
+RETURNS TABLE (span_id bigint, from_hour timestamptz, to_hour timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT s.span_id, s.from_hour, s.to_hour
+    FROM pgbus.workflow_insights_spans s
+    WHERE pgbus.workflow_insights_rollup_on() AND s.from_hour >= $1 AND s.to_hour <= $2
+    ORDER BY s.to_hour - s.from_hour DESC, s.to_hour DESC
+    LIMIT 1
+$$;

@@ -89,27 +89,31 @@ BEGIN
         FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
         GROUP BY k.workflow_class
     ),
-    -- Class by class (each one index range of the rollup, its durations sorted on their own):
-    -- the window's rolled-up hours (pgbus.workflow_insights_run_hours: counts, and the finished
-    -- runs' sorted durations unnested), the rest live.
+    span AS MATERIALIZED (
+        SELECT * FROM pgbus.workflow_insights_span(win.since, win.until)
+    ),
+    -- Class by class (each one index range): the window's span (sql/schema/0019: counts and the
+    -- finished runs' durations merged), its other rolled-up hours (pgbus.workflow_insights_run_hours:
+    -- counts and sorted durations), the rest live; the percentiles from those sorted lists.
     ended AS (
         SELECT c.cls, e.finished, e.cancelled, e.p
         FROM classes c
         CROSS JOIN LATERAL (
             SELECT sum(u.finished)::bigint AS finished, sum(u.cancelled)::bigint AS cancelled,
-                   percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY u.secs)
-                       FILTER (WHERE u.secs IS NOT NULL) AS p
-            FROM (SELECT l.finished, l.cancelled, l.secs FROM live_ended l WHERE l.cls = c.cls
+                   pgbus.insights_percentiles(array_agg(ROW(u.durations)::pgbus.insights_values), '{0.5, 0.95}') AS p
+            FROM (SELECT sum(l.finished) AS finished, sum(l.cancelled) AS cancelled,
+                         coalesce(array_agg(l.secs ORDER BY l.secs) FILTER (WHERE l.secs IS NOT NULL), '{}') AS durations
+                  FROM live_ended l WHERE l.cls = c.cls
                   UNION ALL
-                  SELECT h.finished::int, h.cancelled::int, NULL
+                  SELECT h.finished, h.cancelled, h.durations
                   FROM pgbus.workflow_insights_run_hours h
                   WHERE h.workflow_class = c.cls AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
                     AND pgbus.workflow_insights_rollup_on()
+                    AND NOT EXISTS (SELECT 1 FROM span WHERE h.hour >= span.from_hour AND h.hour < span.to_hour)
                   UNION ALL
-                  SELECT 0, 0, v.secs
-                  FROM pgbus.workflow_insights_run_hours h CROSS JOIN LATERAL unnest(h.durations) AS v(secs)
-                  WHERE h.workflow_class = c.cls AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
-                    AND pgbus.workflow_insights_rollup_on()) u
+                  SELECT r.finished, r.cancelled, r.durations
+                  FROM span JOIN pgbus.workflow_insights_span_runs r ON r.span_id = span.span_id
+                  WHERE r.workflow_class = c.cls) u
         ) e
     )
     SELECT c.cls, d.cls IS NOT NULL,

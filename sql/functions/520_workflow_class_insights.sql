@@ -45,42 +45,58 @@ $$;
 -- The figures (pgbus.workflow_step_figures' inputs) of a class's attempts that ended in
 -- [since, until), per step (per_revision false) and per app revision and step (per_revision
 -- true; attempts without a revision are in the per-step rows only), in one read of the attempts:
--- the window's rolled-up hours from pgbus.workflow_insights_attempt_hours (their counts, and
--- their sorted durations unnested), the rest of the window live.
+-- the span inside the window (pgbus.workflow_insights_span: one row per step and revision and
+-- per step, values merged and sorted), the window's other rolled-up hours
+-- (pgbus.workflow_insights_attempt_hours), the rest of the window live. Rows are grouped by
+-- hashing (no sort of every value by its step's name) and the percentiles taken from the sorted
+-- lists (pgbus.insights_percentiles: beside a span, only a few values around each one sorted).
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_figures(workflow_class text, since timestamptz, until timestamptz)
 RETURNS TABLE (app_revision text, step_name text, per_revision boolean, first_id bigint,
                first_seen timestamptz, last_seen timestamptz, n bigint, failed bigint,
                reattempted bigint, skipped bigint, run_time double precision[],
                pickup double precision[])
 LANGUAGE sql STABLE AS $$
-    WITH rolled AS (
-        SELECT h.* FROM pgbus.workflow_insights_attempt_hours h
+    WITH span AS MATERIALIZED (
+        SELECT * FROM pgbus.workflow_insights_span($2, $3)
+    ),
+    -- per_revision NULL: a part of one step and revision (live, or an hour), read by both.
+    parts AS (
+        SELECT f.app_revision, f.step_name, NULL::boolean AS per_revision, min(f.step_id) AS first_id,
+               min(f.seen) AS first_seen, max(f.ended_at) AS last_seen, count(*) AS n,
+               count(*) FILTER (WHERE f.failed) AS failed, count(*) FILTER (WHERE f.reattempted) AS reattempted,
+               count(*) FILTER (WHERE f.skipped) AS skipped,
+               coalesce(array_agg(f.run_time ORDER BY f.run_time) FILTER (WHERE f.run_time IS NOT NULL), '{}') AS run_times,
+               coalesce(array_agg(f.pickup ORDER BY f.pickup) FILTER (WHERE f.pickup IS NOT NULL), '{}') AS pickups
+        FROM pgbus.workflow_class_live_figures($1, $2, $3) f
+        GROUP BY f.app_revision, f.step_name
+        UNION ALL
+        SELECT h.app_revision, h.step_name, NULL, h.first_id, h.first_seen, h.last_seen, h.n, h.failed,
+               h.reattempted, h.skipped, h.run_times, h.pickups
+        FROM pgbus.workflow_insights_attempt_hours h
         WHERE h.run_class = $1 AND h.hour >= $2 AND h.hour <= $3 - interval '1 hour'
           AND pgbus.workflow_insights_rollup_on()
-    ),
-    a AS (
-        SELECT f.app_revision, f.step_name, f.step_id AS first_id, f.seen AS first_seen, f.ended_at AS last_seen,
-               1 AS n, (f.failed IS TRUE)::int AS failed, (f.reattempted IS TRUE)::int AS reattempted,
-               (f.skipped IS TRUE)::int AS skipped, f.run_time, f.pickup
-        FROM pgbus.workflow_class_live_figures($1, $2, $3) f
+          AND NOT EXISTS (SELECT 1 FROM span WHERE h.hour >= span.from_hour AND h.hour < span.to_hour)
         UNION ALL
-        SELECT h.app_revision, h.step_name, h.first_id, h.first_seen, h.last_seen, h.n, h.failed, h.reattempted,
-               h.skipped, NULL, NULL
-        FROM rolled h
-        UNION ALL
-        SELECT h.app_revision, h.step_name, NULL, NULL, NULL, 0, 0, 0, 0, v.run_time, v.pickup
-        FROM rolled h CROSS JOIN LATERAL unnest(h.run_times, h.pickups) AS v(run_time, pickup)
+        SELECT a.app_revision, a.step_name, a.per_revision, a.first_id, a.first_seen, a.last_seen, a.n, a.failed,
+               a.reattempted, a.skipped, a.run_times, a.pickups
+        FROM span JOIN pgbus.workflow_insights_span_attempts a ON a.span_id = span.span_id
+        WHERE a.run_class = $1
     )
-    SELECT a.app_revision, a.step_name, GROUPING(a.app_revision) = 0, min(a.first_id),
-           min(a.first_seen), max(a.last_seen), sum(a.n)::bigint,
-           sum(a.failed)::bigint, sum(a.reattempted)::bigint, sum(a.skipped)::bigint,
-           percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.run_time)
-               FILTER (WHERE a.run_time IS NOT NULL),
-           percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY a.pickup)
-               FILTER (WHERE a.pickup IS NOT NULL)
-    FROM a
-    GROUP BY GROUPING SETS ((a.step_name), (a.app_revision, a.step_name))
-    HAVING GROUPING(a.app_revision) = 1 OR a.app_revision IS NOT NULL
+    SELECT p.app_revision, p.step_name, true, min(p.first_id), min(p.first_seen), max(p.last_seen),
+           sum(p.n)::bigint, sum(p.failed)::bigint, sum(p.reattempted)::bigint, sum(p.skipped)::bigint,
+           pgbus.insights_percentiles(array_agg(ROW(p.run_times)::pgbus.insights_values), '{0.5, 0.95, 0.99}'),
+           pgbus.insights_percentiles(array_agg(ROW(p.pickups)::pgbus.insights_values), '{0.5, 0.95, 0.99}')
+    FROM parts p
+    WHERE p.per_revision IS NOT FALSE AND p.app_revision IS NOT NULL
+    GROUP BY p.app_revision, p.step_name
+    UNION ALL
+    SELECT NULL, p.step_name, false, min(p.first_id), min(p.first_seen), max(p.last_seen),
+           sum(p.n)::bigint, sum(p.failed)::bigint, sum(p.reattempted)::bigint, sum(p.skipped)::bigint,
+           pgbus.insights_percentiles(array_agg(ROW(p.run_times)::pgbus.insights_values), '{0.5, 0.95, 0.99}'),
+           pgbus.insights_percentiles(array_agg(ROW(p.pickups)::pgbus.insights_values), '{0.5, 0.95, 0.99}')
+    FROM parts p
+    WHERE p.per_revision IS NOT TRUE
+    GROUP BY p.step_name
 $$;
 
 -- The "revisions" list of pgbus.workflow_class_revisions from the per-revision rows of
@@ -158,6 +174,7 @@ DECLARE
     registered boolean;
     steps jsonb;
     figures jsonb;
+    attention bigint;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
     registered := EXISTS (SELECT 1 FROM pgbus.workflow_definitions d
@@ -209,11 +226,12 @@ BEGIN
     FROM (SELECT names.*, row_number() OVER (ORDER BY ord1, ord2, step_name) FROM names) nm
     LEFT JOIN att a ON a.step_name = nm.step_name
     LEFT JOIN now_ nw ON nw.step_name = nm.step_name;
+    -- (Planned on each call for its class, as pgbus.workflow_attention is: a plan cached for any
+    -- class, as a static query's is after five calls, reads every class's stuck runs.)
+    EXECUTE 'SELECT count(*) FROM pgbus.workflow_stuck($1, $2, $3, $4) k WHERE k.workflow_class = $4'
+    INTO attention USING stall_threshold, overdue_after, waiting_threshold, workflow_class;
     RETURN jsonb_build_object(
-               'workflow_class', workflow_class, 'registered', registered,
-               'attention', (SELECT count(*) FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold,
-                                                                 workflow_class_steps.workflow_class) k
-                             WHERE k.workflow_class = workflow_class_steps.workflow_class))
+               'workflow_class', workflow_class, 'registered', registered, 'attention', attention)
            || pgbus.workflow_insights_window_json(window_name, retention, as_of)
            || jsonb_build_object('steps', steps)
            || CASE WHEN max_revisions IS NULL THEN '{}'::jsonb
@@ -308,30 +326,38 @@ LANGUAGE plpgsql STABLE
 SET work_mem = '64MB' SET jit = off AS $$
 DECLARE
     win record;
+    span record;
     answer jsonb;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
-    WITH d AS (
-        -- The window's rolled-up hours (pgbus.workflow_insights_run_hours), the rest live.
-        SELECT w.secs
+    SELECT * INTO span FROM pgbus.workflow_insights_span(win.since, win.until);
+    WITH parts AS (
+        -- The window's span (sql/schema/0019), its other rolled-up hours
+        -- (pgbus.workflow_insights_run_hours), the rest live: sorted lists of durations.
+        SELECT coalesce(array_agg(w.secs ORDER BY w.secs), '{}') AS durations
         FROM pgbus.workflow_insights_live_runs(workflow_class_durations.workflow_class, win.since, win.until) w
         WHERE w.status = 'finished'
         UNION ALL
-        SELECT x.secs
-        FROM pgbus.workflow_insights_run_hours h CROSS JOIN LATERAL unnest(h.durations) AS x(secs)
+        SELECT h.durations
+        FROM pgbus.workflow_insights_run_hours h
         WHERE h.workflow_class = workflow_class_durations.workflow_class
           AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
           AND pgbus.workflow_insights_rollup_on()
+          AND (span.span_id IS NULL OR h.hour < span.from_hour OR h.hour >= span.to_hour)
     ),
-    bins(i, label, lo, hi) AS (
-        VALUES (1, '< 1 s', 0, 1), (2, '1–10 s', 1, 10), (3, '10 s–1 min', 10, 60),
-               (4, '1–10 min', 60, 600), (5, '10 min–1 h', 600, 3600), (6, '1–6 h', 3600, 21600),
-               (7, '6–24 h', 21600, 86400), (8, '1–7 d', 86400, 604800), (9, '≥ 7 d', 604800, NULL)
+    spanned AS (
+        SELECT r.durations, r.bins FROM pgbus.workflow_insights_span_runs r
+        WHERE r.span_id = span.span_id AND r.workflow_class = workflow_class_durations.workflow_class
+    ),
+    d AS (
+        SELECT x.secs FROM parts, unnest(parts.durations) AS x(secs)
     ),
     p AS (
-        SELECT count(*) AS n,
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY d.secs) AS q
-        FROM d
+        SELECT (SELECT count(*) FROM d) + coalesce((SELECT sum(cardinality(s.durations)) FROM spanned s), 0) AS n,
+               pgbus.insights_percentiles(ARRAY(SELECT ROW(x.durations)::pgbus.insights_values FROM parts x
+                                                UNION ALL
+                                                SELECT ROW(s.durations)::pgbus.insights_values FROM spanned s),
+                                          '{0.5, 0.95, 0.99}') AS q
     )
     SELECT jsonb_build_object(
         'finished', p.n,
@@ -339,8 +365,9 @@ BEGIN
         'bins', (SELECT jsonb_agg(jsonb_build_object(
                             'label', bins.label, 'min_seconds', bins.lo, 'max_seconds', bins.hi,
                             'runs', (SELECT count(*) FROM d WHERE d.secs >= bins.lo
-                                                             AND (bins.hi IS NULL OR d.secs < bins.hi)))
-                        ORDER BY bins.i) FROM bins))
+                                                             AND (bins.hi IS NULL OR d.secs < bins.hi))
+                                    + coalesce((SELECT sum(s.bins[bins.i]) FROM spanned s), 0))
+                        ORDER BY bins.i) FROM pgbus.workflow_duration_bins() bins))
     INTO answer
     FROM p;
     RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)

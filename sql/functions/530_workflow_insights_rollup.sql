@@ -97,6 +97,79 @@ BEGIN
 END;
 $$;
 
+-- The spans a window reads (sql/schema/0019): [upto - span + 2 h, upto) for spans of 24 h, 7 d
+-- and 30 d, built from the rolled-up hours when every one of them is rolled up (a window of
+-- that length ending within two hours after `upto` holds the span whole; the rollup moves
+-- `upto` on as hours close). Spans ending before `upto` are dropped. Returns how many it built.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_build_spans(upto timestamptz)
+RETURNS integer
+LANGUAGE plpgsql
+SET work_mem = '64MB' SET jit = off AS $$
+DECLARE
+    want interval;
+    lo timestamptz;
+    id bigint;
+    built integer := 0;
+BEGIN
+    DELETE FROM pgbus.workflow_insights_spans s WHERE s.to_hour < upto;
+    FOREACH want IN ARRAY ARRAY[interval '24 hours', interval '168 hours', interval '720 hours'] LOOP
+        lo := upto - want + interval '2 hours';
+        IF EXISTS (SELECT 1 FROM pgbus.workflow_insights_spans s WHERE s.from_hour = lo AND s.to_hour = upto)
+           OR (SELECT count(*) FROM pgbus.workflow_insights_hours h WHERE h.hour >= lo AND h.hour < upto)
+              <> extract(epoch FROM upto - lo) / 3600 THEN
+            CONTINUE;
+        END IF;
+        INSERT INTO pgbus.workflow_insights_spans (from_hour, to_hour) VALUES (lo, upto) RETURNING span_id INTO id;
+        INSERT INTO pgbus.workflow_insights_span_runs (span_id, workflow_class, finished, cancelled, durations, bins)
+        SELECT id, c.workflow_class, c.finished, c.cancelled, d.durations,
+               ARRAY(SELECT count(x.secs) FILTER (WHERE x.secs >= b.lo AND (b.hi IS NULL OR x.secs < b.hi))
+                     FROM pgbus.workflow_duration_bins() b LEFT JOIN unnest(d.durations) x(secs) ON true
+                     GROUP BY b.i ORDER BY b.i)
+        FROM (SELECT h.workflow_class, sum(h.finished)::bigint AS finished, sum(h.cancelled)::bigint AS cancelled
+              FROM pgbus.workflow_insights_run_hours h WHERE h.hour >= lo AND h.hour < upto
+              GROUP BY h.workflow_class) c
+        CROSS JOIN LATERAL (
+            SELECT coalesce(array_agg(x ORDER BY x), '{}') AS durations
+            FROM pgbus.workflow_insights_run_hours h, unnest(h.durations) x
+            WHERE h.workflow_class = c.workflow_class AND h.hour >= lo AND h.hour < upto) d;
+        INSERT INTO pgbus.workflow_insights_span_attempts
+            (span_id, run_class, step_name, app_revision, per_revision, n, failed, reattempted, skipped,
+             first_id, first_seen, last_seen, run_times, pickups)
+        SELECT id, g.run_class, g.step_name, g.app_revision, g.per_revision, g.n, g.failed, g.reattempted,
+               g.skipped, g.first_id, g.first_seen, g.last_seen,
+               (SELECT coalesce(array_agg(x ORDER BY x), '{}')
+                FROM pgbus.workflow_insights_attempt_hours h, unnest(h.run_times) x
+                WHERE h.run_class = g.run_class AND h.step_name = g.step_name
+                  AND (NOT g.per_revision OR h.app_revision IS NOT DISTINCT FROM g.app_revision)
+                  AND h.hour >= lo AND h.hour < upto),
+               (SELECT coalesce(array_agg(x ORDER BY x), '{}')
+                FROM pgbus.workflow_insights_attempt_hours h, unnest(h.pickups) x
+                WHERE h.run_class = g.run_class AND h.step_name = g.step_name
+                  AND (NOT g.per_revision OR h.app_revision IS NOT DISTINCT FROM g.app_revision)
+                  AND h.hour >= lo AND h.hour < upto)
+        FROM (SELECT h.run_class, h.step_name, h.app_revision, GROUPING(h.app_revision) = 0 AS per_revision,
+                     sum(h.n)::bigint AS n, sum(h.failed)::bigint AS failed,
+                     sum(h.reattempted)::bigint AS reattempted, sum(h.skipped)::bigint AS skipped,
+                     min(h.first_id) AS first_id, min(h.first_seen) AS first_seen, max(h.last_seen) AS last_seen
+              FROM pgbus.workflow_insights_attempt_hours h
+              WHERE h.hour >= lo AND h.hour < upto
+              GROUP BY GROUPING SETS ((h.run_class, h.step_name, h.app_revision), (h.run_class, h.step_name))) g;
+        built := built + 1;
+    END LOOP;
+    RETURN built;
+END;
+$$;
+
+-- The trigger of sql/schema/0019: hours forgotten (deleted) forget the spans holding them.
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_hours_forgotten() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgbus.workflow_insights_spans s
+    WHERE EXISTS (SELECT 1 FROM forgotten f WHERE f.hour >= s.from_hour AND f.hour < s.to_hour);
+    RETURN NULL;
+END;
+$$;
+
 -- Rolls up the closed hours of the last 30 days (and one hour; from `since` when given) not
 -- rolled up yet, newest first, at most `max_hours` of them; forgets hours older than that. Closed: the hour ended
 -- before now and before every other open transaction of the database began (and before every
@@ -139,6 +212,7 @@ BEGIN
     )
     SELECT count(*), coalesce(range_agg(tstzrange(new.hour, new.hour + interval '1 hour')), '{}') INTO done, todo FROM new;
     IF done = 0 THEN
+        PERFORM pgbus.workflow_insights_build_spans(pgbus.workflow_insights_hour(closed));
         RETURN n;
     END IF;
     -- Runs: from workflows_ended_idx, range by range.
@@ -167,6 +241,7 @@ BEGIN
     CROSS JOIN unnest(todo) r
     CROSS JOIN LATERAL pgbus.workflow_class_window_figures(c.cls, lower(r), upper(r)) f
     GROUP BY c.cls, 2, f.step_name, f.app_revision;
+    PERFORM pgbus.workflow_insights_build_spans(pgbus.workflow_insights_hour(closed));
     RETURN n + done;
 END;
 $$;
