@@ -15,6 +15,8 @@ list <= 43 ms over 24 h; either <= 150 ms over 30 d.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import time
 from typing import Any
 
@@ -107,6 +109,31 @@ def load(url: str, runs: int) -> float:
     return run_load_script(url, LOAD, runs)
 
 
+def server_cpu(url: str, statements: list[tuple[str, str]], repeat: int) -> None:
+    """Each statement's server CPU time per call (the backend's own, from /proc/<pid>/schedstat):
+    unlike the wall-clock medians, barely moved by other work on a shared machine. Only when the
+    server runs on this machine."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        stat = f"/proc/{pid}/schedstat"
+        if not os.path.exists(stat):
+            return
+
+        def used() -> int:
+            with open(stat) as f:
+                return int(f.read().split()[0])
+
+        print(f"\nSQL alone, server CPU per call (median of {repeat}, one session):")
+        for title, sql in statements:
+            conn.execute(sql).fetchall()
+            samples = []
+            for _ in range(repeat):
+                before = used()
+                conn.execute(sql).fetchall()
+                samples.append((used() - before) / 1e6)
+            print(f"{title:<40} {statistics.median(samples):>8.2f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=180_000)
@@ -178,6 +205,19 @@ def main() -> None:
         cells = [median_ms(lambda fn=fn, w=w: fn(w), args.repeat) for w in WINDOWS]
         print(f"{name:<14}" + "".join(f"{ms:>9.1f}" for ms in cells))
     data.close()
+    server_cpu(
+        url,
+        [
+            (f"{what} {w}", sql.format(w=w))
+            for w in WINDOWS
+            for what, sql in (
+                ("list", "SELECT * FROM pgbus.workflow_definitions_overview('{w}')"),
+                ("class page Bench7", "SELECT pgbus.workflow_class_page('Bench7', '{w}')"),
+                ("class page Bench5", "SELECT pgbus.workflow_class_page('Bench5', '{w}')"),
+            )
+        ],
+        args.repeat,
+    )
     if over:
         print("\nOver budget:", "; ".join(over))
     else:

@@ -33,6 +33,7 @@ from pgbus.mcp import build_server
 import pgbus
 from bench import workflow_pages
 from bench.harness import durability, server_url
+from bench.insights import server_cpu
 from pgbus import migrate
 from pgbus.data import DataSource
 
@@ -226,6 +227,19 @@ def main() -> int:
             f" {'ok' if ok else 'OVER BUDGET'}"
         )
     print(f"budgets: {BUDGET_IN_PROCESS_MS} ms in process, {BUDGET_HTTP_MS} ms over HTTP")
+    if not args.only or "workflow_" in args.only:
+        server_cpu(
+            url,
+            [
+                (f"{what} {w}", sql.format(w=w))
+                for w in ("24h", "7d")
+                for what, sql in (
+                    ("definitions overview", "SELECT * FROM pgbus.workflow_definitions_overview('{w}')"),
+                    ("class page Bench7", "SELECT pgbus.workflow_class_page('Bench7', '{w}')"),
+                )
+            ],
+            args.repeat,
+        )
     return 1 if failed else 0
 
 

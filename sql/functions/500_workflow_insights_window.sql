@@ -390,15 +390,26 @@ LANGUAGE sql IMMUTABLE AS $$
            (7, '6–24 h', 21600, 86400), (8, '1–7 d', 86400, 604800), (9, '≥ 7 d', 604800, NULL)
 $$;
 
--- The span (sql/schema/0019) a window [since, until) reads: the longest one wholly inside it
--- (none when the rollup is off or no span fits). Its hours are read from it, not from the
--- hours' rows.
+-- Whether a span (sql/schema/0019) still holds what its hours hold: every hour of it rolled up,
+-- none since it was built (a forgotten hour is deleted; one rolled up again has a higher number).
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_span_valid(s pgbus.workflow_insights_spans)
+RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT count(*) = extract(epoch FROM $1.to_hour - $1.from_hour) / 3600
+    FROM pgbus.workflow_insights_hours h
+    WHERE h.hour >= $1.from_hour AND h.hour < $1.to_hour AND coalesce(h.rolled_seq, 0) < $1.built_seq
+$$;
+
+-- The span a window [since, until) reads: the longest valid one wholly inside it (none when the
+-- rollup is off or no span fits). Read in the same statement as the span's rows and the
+-- window's other hours (one snapshot).
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_span(since timestamptz, until timestamptz)
 RETURNS TABLE (span_id bigint, from_hour timestamptz, to_hour timestamptz)
 LANGUAGE sql STABLE AS $$
     SELECT s.span_id, s.from_hour, s.to_hour
     FROM pgbus.workflow_insights_spans s
     WHERE pgbus.workflow_insights_rollup_on() AND s.from_hour >= $1 AND s.to_hour <= $2
+      AND pgbus.workflow_insights_span_valid(s)
     ORDER BY s.to_hour - s.from_hour DESC, s.to_hour DESC
     LIMIT 1
 $$;

@@ -326,12 +326,13 @@ LANGUAGE plpgsql STABLE
 SET work_mem = '64MB' SET jit = off AS $$
 DECLARE
     win record;
-    span record;
     answer jsonb;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
-    SELECT * INTO span FROM pgbus.workflow_insights_span(win.since, win.until);
-    WITH parts AS (
+    WITH span AS MATERIALIZED (
+        SELECT * FROM pgbus.workflow_insights_span(win.since, win.until)
+    ),
+    parts AS (
         -- The window's span (sql/schema/0019), its other rolled-up hours
         -- (pgbus.workflow_insights_run_hours), the rest live: sorted lists of durations.
         SELECT coalesce(array_agg(w.secs ORDER BY w.secs), '{}') AS durations
@@ -343,11 +344,11 @@ BEGIN
         WHERE h.workflow_class = workflow_class_durations.workflow_class
           AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
           AND pgbus.workflow_insights_rollup_on()
-          AND (span.span_id IS NULL OR h.hour < span.from_hour OR h.hour >= span.to_hour)
+          AND NOT EXISTS (SELECT 1 FROM span WHERE h.hour >= span.from_hour AND h.hour < span.to_hour)
     ),
     spanned AS (
-        SELECT r.durations, r.bins FROM pgbus.workflow_insights_span_runs r
-        WHERE r.span_id = span.span_id AND r.workflow_class = workflow_class_durations.workflow_class
+        SELECT r.durations, r.bins FROM span JOIN pgbus.workflow_insights_span_runs r ON r.span_id = span.span_id
+        WHERE r.workflow_class = workflow_class_durations.workflow_class
     ),
     d AS (
         SELECT x.secs FROM parts, unnest(parts.durations) AS x(secs)

@@ -97,10 +97,11 @@ BEGIN
 END;
 $$;
 
--- The spans a window reads (sql/schema/0019): [upto - span + 2 h, upto) for spans of 24 h, 7 d
--- and 30 d, built from the rolled-up hours when every one of them is rolled up (a window of
+-- The spans a window reads (sql/schema/0019): [upto - length + 2 h, upto) for windows of 24 h,
+-- 7 d and 30 d, built from the rolled-up hours when every one of them is rolled up (a window of
 -- that length ending within two hours after `upto` holds the span whole; the rollup moves
--- `upto` on as hours close). Spans ending before `upto` are dropped. Returns how many it built.
+-- `upto` on as hours close). Spans ending before `upto` or no longer valid (an hour of theirs
+-- forgotten or rolled up again) are dropped. Returns how many it built.
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_build_spans(upto timestamptz)
 RETURNS integer
 LANGUAGE plpgsql
@@ -111,7 +112,8 @@ DECLARE
     id bigint;
     built integer := 0;
 BEGIN
-    DELETE FROM pgbus.workflow_insights_spans s WHERE s.to_hour < upto;
+    -- Spans that ended before upto, or whose hours changed since they were built, go.
+    DELETE FROM pgbus.workflow_insights_spans s WHERE s.to_hour < upto OR NOT pgbus.workflow_insights_span_valid(s);
     FOREACH want IN ARRAY ARRAY[interval '24 hours', interval '168 hours', interval '720 hours'] LOOP
         lo := upto - want + interval '2 hours';
         IF EXISTS (SELECT 1 FROM pgbus.workflow_insights_spans s WHERE s.from_hour = lo AND s.to_hour = upto)
@@ -119,7 +121,8 @@ BEGIN
               <> extract(epoch FROM upto - lo) / 3600 THEN
             CONTINUE;
         END IF;
-        INSERT INTO pgbus.workflow_insights_spans (from_hour, to_hour) VALUES (lo, upto) RETURNING span_id INTO id;
+        INSERT INTO pgbus.workflow_insights_spans (from_hour, to_hour, built_seq)
+        VALUES (lo, upto, nextval('pgbus.workflow_insights_rollup_seq')) RETURNING span_id INTO id;
         INSERT INTO pgbus.workflow_insights_span_runs (span_id, workflow_class, finished, cancelled, durations, bins)
         SELECT id, c.workflow_class, c.finished, c.cancelled, d.durations,
                ARRAY(SELECT count(x.secs) FILTER (WHERE x.secs >= b.lo AND (b.hi IS NULL OR x.secs < b.hi))
@@ -160,16 +163,6 @@ BEGIN
 END;
 $$;
 
--- The trigger of sql/schema/0019: hours forgotten (deleted) forget the spans holding them.
-CREATE OR REPLACE FUNCTION pgbus.workflow_insights_hours_forgotten() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM pgbus.workflow_insights_spans s
-    WHERE EXISTS (SELECT 1 FROM forgotten f WHERE f.hour >= s.from_hour AND f.hour < s.to_hour);
-    RETURN NULL;
-END;
-$$;
-
 -- Rolls up the closed hours of the last 30 days (and one hour; from `since` when given) not
 -- rolled up yet, newest first, at most `max_hours` of them; forgets hours older than that. Closed: the hour ended
 -- before now and before every other open transaction of the database began (and before every
@@ -203,8 +196,8 @@ BEGIN
     DELETE FROM pgbus.workflow_insights_funnel_hours h WHERE h.hour < horizon;
     n := pgbus.workflow_insights_rollup_funnel(horizon, closed, max_hours);
     WITH new AS (
-        INSERT INTO pgbus.workflow_insights_hours (hour)
-        SELECT g FROM generate_series(horizon, closed - interval '1 hour', interval '1 hour') g
+        INSERT INTO pgbus.workflow_insights_hours (hour, rolled_seq)
+        SELECT g, nextval('pgbus.workflow_insights_rollup_seq') FROM generate_series(horizon, closed - interval '1 hour', interval '1 hour') g
         WHERE NOT EXISTS (SELECT 1 FROM pgbus.workflow_insights_hours h WHERE h.hour = g)
         ORDER BY g DESC
         LIMIT greatest(max_hours, 0)

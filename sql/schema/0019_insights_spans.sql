@@ -2,22 +2,29 @@
 -- 30 d of closed hours), merged once by pgbus.workflow_insights_rollup() when an hour closes,
 -- so that a page reads one sorted list per class, step and revision for the bulk of its window
 -- (and a few hours and the window's ragged ends beside it) instead of unnesting and sorting
--- every hour's values again. Exact: a span is the sum of its hours' rows, and forgetting any
--- of its hours forgets the span (the trigger below; sql/functions/530).
+-- every hour's values again. Exact: a span is the sum of its hours' rows, and it is read only
+-- while every one of them is still rolled up as it was when the span was built (none forgotten,
+-- none rolled up again since: pgbus.workflow_insights_span in sql/functions/500).
 
 -- One list of values sorted ascending (a span's run times, an hour's, a window's live ones):
 -- pgbus.insights_percentiles takes an array of them (arrays of different lengths cannot be one
 -- two-dimensional array). sql/functions/500.
 CREATE TYPE pgbus.insights_values AS (v double precision[]);
 
--- The spans: [from_hour, to_hour), every hour of it rolled up when the span was built.
+-- Each rollup and each span build takes the next number of this sequence: an hour rolled up
+-- (again) after a span was built has a higher number than the span.
+CREATE SEQUENCE pgbus.workflow_insights_rollup_seq;
+ALTER TABLE pgbus.workflow_insights_hours ADD COLUMN rolled_seq bigint;  -- (NULL: before 0019)
+
+-- The spans: [from_hour, to_hour), built from the hours rolled up as of number built_seq.
 CREATE TABLE pgbus.workflow_insights_spans (
     span_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     from_hour  timestamptz NOT NULL,
     to_hour    timestamptz NOT NULL,
-    built_at   timestamptz NOT NULL DEFAULT now(),
-    UNIQUE (from_hour, to_hour)
+    built_seq  bigint NOT NULL,
+    built_at   timestamptz NOT NULL DEFAULT now()
 );
+CREATE INDEX workflow_insights_spans_to_idx ON pgbus.workflow_insights_spans (to_hour, from_hour);
 
 -- Runs that ended in the span, per class: pgbus.workflow_insights_run_hours summed, the
 -- finished runs' durations merged (sorted), and how many fall in each bin of
@@ -52,16 +59,3 @@ CREATE TABLE pgbus.workflow_insights_span_attempts (
     pickups       double precision[] NOT NULL
 );
 CREATE INDEX workflow_insights_span_attempts_class_idx ON pgbus.workflow_insights_span_attempts (span_id, run_class);
-
--- Forgetting an hour (a write into it, the rollup's pruning) forgets every span holding it.
--- (First version; its body: sql/functions/530.)
-CREATE OR REPLACE FUNCTION pgbus.workflow_insights_hours_forgotten() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM pgbus.workflow_insights_spans;
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER workflow_insights_hours_forgotten AFTER DELETE ON pgbus.workflow_insights_hours
-    REFERENCING OLD TABLE AS forgotten
-    FOR EACH STATEMENT EXECUTE FUNCTION pgbus.workflow_insights_hours_forgotten();

@@ -5,7 +5,7 @@
 -- every one of its hours is rolled up.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(16);
+SELECT plan(17);
 \ir ../include/insights_setup.psql
 
 -- Every insights answer over the fixture's classes and the four windows, as of `at`.
@@ -74,13 +74,19 @@ SELECT is((SELECT s ->> 'failed' FROM jsonb_array_elements(pgbus.workflow_class_
 
 -- A write into one of its hours forgets the spans holding that hour (and the hour), not the others.
 SELECT 1 FROM pg_temp.att('f1', 'charge', 'completed', 'complete', pg_temp.t() - interval '150 minutes', pg_temp.t() - interval '150 minutes', pg_temp.t() - interval '150 minutes' + interval '7 seconds');
-SELECT is((SELECT count(*) FROM pgbus.workflow_insights_spans WHERE to_hour = pg_temp.t()), 0::bigint, 'an attempt written into the hour 150 min before T forgets every span holding it');
+SELECT is(pg_temp.span_hours(interval '24 hours', pg_temp.t()), NULL, 'an attempt written into the hour 150 min before T: no span holding it is read any more');
 SELECT ok(pg_temp.same(pg_temp.t()), 'the answers count it (that hour live, the others from their hours)');
 -- A span is built only when all its hours are rolled up.
 SELECT is(pgbus.workflow_insights_build_spans(pg_temp.t()), 0, 'with an hour forgotten no span is built');
 SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') >= 1 AND pgbus.workflow_insights_build_spans(pg_temp.t()) = 3
           AND pg_temp.same(pg_temp.t() + interval '37 minutes 12.5 seconds'),
           'rolled up again, the spans are built again and the answers stay the live ones');
+-- An hour of a span rolled up again after the span was built (in the same transaction, say):
+-- its rollup number is higher than the span's, and the span is not read.
+UPDATE pgbus.workflow_insights_hours SET rolled_seq = nextval('pgbus.workflow_insights_rollup_seq')
+WHERE hour = pgbus.workflow_insights_hour(pg_temp.t() - interval '5 hours');
+SELECT is(ARRAY[pg_temp.span_hours(interval '24 hours', pg_temp.t()), pg_temp.span_hours(interval '720 hours', pg_temp.t())], ARRAY[NULL, NULL]::integer[],
+          'an hour rolled up again after the spans were built: no span holding it is read');
 
 SELECT * FROM finish();
 ROLLBACK;
