@@ -313,27 +313,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         ORDER BY p.o) END
 $$;
 
--- The r-th smallest (1-based) of the values of `big` (sorted ascending) and `others` (t values,
--- any order), reading at most r - a values of big and the others, a = max(0, r - t - 1): each
--- of big's first a values has fewer than r values below or beside it (at most a - 1 of big's,
--- t others), so the answer is the (r - a)-th smallest of big[a + 1 : r] and the others (big's
--- values after the r-th cannot come before its r-th).
-CREATE OR REPLACE FUNCTION pgbus.insights_nth(big double precision[], others double precision[], r bigint)
-RETURNS double precision
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT c.x
-    FROM (SELECT unnest($1[greatest(0, $3 - cardinality($2) - 1) + 1 : $3]) AS x
-          UNION ALL
-          SELECT unnest($2)) c
-    ORDER BY c.x
-    OFFSET $3 - greatest(0, $3 - cardinality($2) - 1) - 1
-    LIMIT 1
-$$;
-
--- percentile_cont(fractions) of every value of the lists, each list sorted ascending. One
--- list: by position. One long list and few other values (a span beside a window's other hours
--- and live ends): each order statistic by pgbus.insights_nth, sorting only a few values around
--- it. Otherwise every value is sorted, as percentile_cont does.
+-- percentile_cont(fractions) of every value of the lists, each list sorted ascending. One list:
+-- by position. One long list `big` and few (t) other values (a span beside a window's other
+-- hours and live ends): the r-th smallest value is the (r - a)-th smallest of big[a + 1 : r]
+-- and the others, a = max(0, r - t - 1) (each of big's first a values has at most a - 1 + t
+-- values before it, so fewer than r; big's values after its r-th cannot come before it), so
+-- only those few values are sorted for each order statistic percentile_cont reads. Otherwise (a
+-- few thousand values, or no list much longer than the rest) every value is sorted, as
+-- percentile_cont does.
 CREATE OR REPLACE FUNCTION pgbus.insights_percentiles(lists pgbus.insights_values[], fractions double precision[])
 RETURNS double precision[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
@@ -342,7 +329,17 @@ DECLARE
     big double precision[];
     others double precision[];
     n bigint;
+    t bigint;
+    pos double precision;
+    r bigint;
+    a bigint;
+    lo double precision;
+    hi double precision;
+    answer double precision[] := '{}';
 BEGIN
+    IF cardinality(lists) = 1 THEN
+        RETURN pgbus.insights_sorted_percentiles(coalesce((lists[1]).v, '{}'), fractions);
+    END IF;
     SELECT l.i INTO longest FROM unnest(lists) WITH ORDINALITY AS l(v, i)
     ORDER BY coalesce(cardinality(l.v), 0) DESC, l.i LIMIT 1;
     IF longest IS NULL THEN
@@ -350,25 +347,33 @@ BEGIN
     END IF;
     big := coalesce((lists[longest]).v, '{}');
     others := ARRAY(SELECT x FROM unnest(lists) WITH ORDINALITY AS l(v, i), unnest(l.v) x WHERE l.i <> longest);
-    n := cardinality(big) + cardinality(others);
+    t := cardinality(others);
+    n := cardinality(big) + t;
     IF n = 0 THEN
         RETURN NULL;
-    ELSIF cardinality(others) = 0 THEN
+    ELSIF t = 0 THEN
         RETURN pgbus.insights_sorted_percentiles(big, fractions);
-    ELSIF (2 * cardinality(others) + 1) * 2 * cardinality(fractions) > n THEN
+    ELSIF n <= 2048 OR (2 * t + 1) * 2 * cardinality(fractions) > n THEN
         RETURN (SELECT percentile_cont(fractions) WITHIN GROUP (ORDER BY c.x)
                 FROM (SELECT unnest(big) AS x UNION ALL SELECT unnest(others)) c);
     END IF;
-    RETURN ARRAY(
-        SELECT CASE WHEN x.prop = 0 THEN x.lo ELSE x.lo + (x.prop * (x.hi - x.lo)) END
-        FROM unnest(fractions) WITH ORDINALITY AS p(p, o)
-        CROSS JOIN LATERAL (SELECT p.p * (n - 1)::double precision AS pos) q
-        CROSS JOIN LATERAL (
-            SELECT pgbus.insights_nth(big, others, 1 + floor(q.pos)::bigint) AS lo,
-                   CASE WHEN q.pos = floor(q.pos) THEN NULL
-                        ELSE pgbus.insights_nth(big, others, 1 + ceil(q.pos)::bigint) END AS hi,
-                   q.pos - floor(q.pos) AS prop) x
-        ORDER BY p.o);
+    FOR i IN 1 .. cardinality(fractions) LOOP
+        pos := fractions[i] * (n - 1)::double precision;
+        r := 1 + floor(pos)::bigint;
+        a := greatest(0, r - t - 1);
+        lo := (SELECT c.x FROM (SELECT unnest(big[a + 1 : r]) AS x UNION ALL SELECT unnest(others)) c
+               ORDER BY c.x OFFSET r - a - 1 LIMIT 1);
+        IF pos = floor(pos) THEN
+            answer := answer || lo;
+        ELSE
+            r := 1 + ceil(pos)::bigint;
+            a := greatest(0, r - t - 1);
+            hi := (SELECT c.x FROM (SELECT unnest(big[a + 1 : r]) AS x UNION ALL SELECT unnest(others)) c
+                   ORDER BY c.x OFFSET r - a - 1 LIMIT 1);
+            answer := answer || (lo + ((pos - floor(pos)) * (hi - lo)));
+        END IF;
+    END LOOP;
+    RETURN answer;
 END;
 $$;
 
@@ -412,4 +417,16 @@ LANGUAGE sql STABLE AS $$
       AND pgbus.workflow_insights_span_valid(s)
     ORDER BY s.to_hour - s.from_hour DESC, s.to_hour DESC
     LIMIT 1
+$$;
+
+-- The parts of [since, until) outside a window's span [span_from, span_to) (NULLs: it has none),
+-- as ranges [lo, hi), so that the window's other hours are read range by range (one index range
+-- each, not every hour of the window).
+CREATE OR REPLACE FUNCTION pgbus.workflow_insights_outside(
+    since timestamptz, until timestamptz, span_from timestamptz, span_to timestamptz
+) RETURNS TABLE (lo timestamptz, hi timestamptz)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT $1, coalesce($3, $2)
+    UNION ALL
+    SELECT $4, $2 WHERE $4 IS NOT NULL
 $$;

@@ -92,6 +92,10 @@ BEGIN
     span AS MATERIALIZED (
         SELECT * FROM pgbus.workflow_insights_span(win.since, win.until)
     ),
+    outside AS MATERIALIZED (
+        SELECT o.* FROM (VALUES (1)) one(x) LEFT JOIN span s ON true
+        CROSS JOIN LATERAL pgbus.workflow_insights_outside(win.since, win.until, s.from_hour, s.to_hour) o
+    ),
     -- Class by class (each one index range): the window's span (sql/schema/0019: counts and the
     -- finished runs' durations merged), its other rolled-up hours (pgbus.workflow_insights_run_hours:
     -- counts and sorted durations), the rest live; the percentiles from those sorted lists.
@@ -106,10 +110,10 @@ BEGIN
                   FROM live_ended l WHERE l.cls = c.cls
                   UNION ALL
                   SELECT h.finished, h.cancelled, h.durations
-                  FROM pgbus.workflow_insights_run_hours h
-                  WHERE h.workflow_class = c.cls AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
+                  FROM outside o
+                  JOIN pgbus.workflow_insights_run_hours h ON h.workflow_class = c.cls AND h.hour >= o.lo AND h.hour < o.hi
+                  WHERE h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
                     AND pgbus.workflow_insights_rollup_on()
-                    AND NOT EXISTS (SELECT 1 FROM span WHERE h.hour >= span.from_hour AND h.hour < span.to_hour)
                   UNION ALL
                   SELECT r.finished, r.cancelled, r.durations
                   FROM span JOIN pgbus.workflow_insights_span_runs r ON r.span_id = span.span_id

@@ -72,10 +72,10 @@ LANGUAGE sql STABLE AS $$
         UNION ALL
         SELECT h.app_revision, h.step_name, NULL, h.first_id, h.first_seen, h.last_seen, h.n, h.failed,
                h.reattempted, h.skipped, h.run_times, h.pickups
-        FROM pgbus.workflow_insights_attempt_hours h
-        WHERE h.run_class = $1 AND h.hour >= $2 AND h.hour <= $3 - interval '1 hour'
-          AND pgbus.workflow_insights_rollup_on()
-          AND NOT EXISTS (SELECT 1 FROM span WHERE h.hour >= span.from_hour AND h.hour < span.to_hour)
+        FROM (SELECT s.from_hour, s.to_hour FROM (VALUES (1)) one(x) LEFT JOIN span s ON true) b
+        CROSS JOIN LATERAL pgbus.workflow_insights_outside($2, $3, b.from_hour, b.to_hour) o
+        JOIN pgbus.workflow_insights_attempt_hours h ON h.run_class = $1 AND h.hour >= o.lo AND h.hour < o.hi
+        WHERE h.hour >= $2 AND h.hour <= $3 - interval '1 hour' AND pgbus.workflow_insights_rollup_on()
         UNION ALL
         SELECT a.app_revision, a.step_name, a.per_revision, a.first_id, a.first_seen, a.last_seen, a.n, a.failed,
                a.reattempted, a.skipped, a.run_times, a.pickups
@@ -340,11 +340,12 @@ BEGIN
         WHERE w.status = 'finished'
         UNION ALL
         SELECT h.durations
-        FROM pgbus.workflow_insights_run_hours h
-        WHERE h.workflow_class = workflow_class_durations.workflow_class
-          AND h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
+        FROM (SELECT s.from_hour, s.to_hour FROM (VALUES (1)) one(x) LEFT JOIN span s ON true) b
+        CROSS JOIN LATERAL pgbus.workflow_insights_outside(win.since, win.until, b.from_hour, b.to_hour) o
+        JOIN pgbus.workflow_insights_run_hours h
+          ON h.workflow_class = workflow_class_durations.workflow_class AND h.hour >= o.lo AND h.hour < o.hi
+        WHERE h.hour >= win.since AND h.hour <= win.until - interval '1 hour'
           AND pgbus.workflow_insights_rollup_on()
-          AND NOT EXISTS (SELECT 1 FROM span WHERE h.hour >= span.from_hour AND h.hour < span.to_hour)
     ),
     spanned AS (
         SELECT r.durations, r.bins FROM span JOIN pgbus.workflow_insights_span_runs r ON r.span_id = span.span_id

@@ -97,66 +97,77 @@ BEGIN
 END;
 $$;
 
--- The spans a window reads (sql/schema/0019): [upto - length + 2 h, upto) for windows of 24 h,
--- 7 d and 30 d, built from the rolled-up hours when every one of them is rolled up (a window of
--- that length ending within two hours after `upto` holds the span whole; the rollup moves
--- `upto` on as hours close). Spans ending before `upto` or no longer valid (an hour of theirs
--- forgotten or rolled up again) are dropped. Returns how many it built.
+-- The spans windows read (sql/schema/0019): for a window of 24 h, 7 d or 30 d, k = 2, 6 or 12
+-- hours, [upto - window + k, upto), built from the rolled-up hours when every one of them is
+-- rolled up. A window of that length ending up to k hours after `upto` holds the span whole
+-- (and reads at most k + 1 other hours beside it), so a span is built again only when it has
+-- one hour of use left: the 30-day one (the costly one: every value of 30 days merged) twice a
+-- day. Spans that ended a day before `upto` or are no longer valid (an hour of theirs forgotten
+-- or rolled up again) are dropped. Returns how many it built.
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_build_spans(upto timestamptz)
 RETURNS integer
 LANGUAGE plpgsql
 SET work_mem = '64MB' SET jit = off AS $$
 DECLARE
     want interval;
+    spare interval;
     lo timestamptz;
     id bigint;
     built integer := 0;
 BEGIN
-    -- Spans that ended before upto, or whose hours changed since they were built, go.
-    DELETE FROM pgbus.workflow_insights_spans s WHERE s.to_hour < upto OR NOT pgbus.workflow_insights_span_valid(s);
-    FOREACH want IN ARRAY ARRAY[interval '24 hours', interval '168 hours', interval '720 hours'] LOOP
-        lo := upto - want + interval '2 hours';
-        IF EXISTS (SELECT 1 FROM pgbus.workflow_insights_spans s WHERE s.from_hour = lo AND s.to_hour = upto)
+    DELETE FROM pgbus.workflow_insights_spans s
+    WHERE s.to_hour < upto - interval '24 hours' OR NOT pgbus.workflow_insights_span_valid(s);
+    FOR want, spare IN SELECT * FROM (VALUES (interval '24 hours', interval '2 hours'), (interval '168 hours', interval '6 hours'),
+                                             (interval '720 hours', interval '12 hours')) v(w, k) LOOP
+        lo := upto - want + spare;
+        IF EXISTS (SELECT 1 FROM pgbus.workflow_insights_spans s
+                   WHERE s.to_hour - s.from_hour = want - spare AND s.to_hour <= upto
+                     AND s.to_hour > upto - spare + interval '1 hour')
            OR (SELECT count(*) FROM pgbus.workflow_insights_hours h WHERE h.hour >= lo AND h.hour < upto)
               <> extract(epoch FROM upto - lo) / 3600 THEN
             CONTINUE;
         END IF;
         INSERT INTO pgbus.workflow_insights_spans (from_hour, to_hour, built_seq)
         VALUES (lo, upto, nextval('pgbus.workflow_insights_rollup_seq')) RETURNING span_id INTO id;
+        -- (Each hour's lists gathered by hashing, then merged group by group: no sort of every
+        -- value by its class's and step's names.)
         INSERT INTO pgbus.workflow_insights_span_runs (span_id, workflow_class, finished, cancelled, durations, bins)
-        SELECT id, c.workflow_class, c.finished, c.cancelled, d.durations,
-               ARRAY(SELECT count(x.secs) FILTER (WHERE x.secs >= b.lo AND (b.hi IS NULL OR x.secs < b.hi))
-                     FROM pgbus.workflow_duration_bins() b LEFT JOIN unnest(d.durations) x(secs) ON true
+        SELECT id, c.workflow_class, c.finished, c.cancelled, c.durations,
+               -- (width_bucket over the bins' lower ends: i when lo_i <= secs < lo_i+1.)
+               ARRAY(SELECT count(w.i)
+                     FROM pgbus.workflow_duration_bins() b
+                     LEFT JOIN (SELECT width_bucket(x, (SELECT array_agg(z.lo::double precision ORDER BY z.i)
+                                                        FROM pgbus.workflow_duration_bins() z)) AS i
+                                FROM unnest(c.durations) x) w ON w.i = b.i
                      GROUP BY b.i ORDER BY b.i)
-        FROM (SELECT h.workflow_class, sum(h.finished)::bigint AS finished, sum(h.cancelled)::bigint AS cancelled
+        FROM (SELECT h.workflow_class, sum(h.finished)::bigint AS finished, sum(h.cancelled)::bigint AS cancelled,
+                     pgbus.insights_merge(array_agg(ROW(h.durations)::pgbus.insights_values)) AS durations
               FROM pgbus.workflow_insights_run_hours h WHERE h.hour >= lo AND h.hour < upto
-              GROUP BY h.workflow_class) c
-        CROSS JOIN LATERAL (
-            SELECT coalesce(array_agg(x ORDER BY x), '{}') AS durations
-            FROM pgbus.workflow_insights_run_hours h, unnest(h.durations) x
-            WHERE h.workflow_class = c.workflow_class AND h.hour >= lo AND h.hour < upto) d;
+              GROUP BY h.workflow_class) c;
         INSERT INTO pgbus.workflow_insights_span_attempts
             (span_id, run_class, step_name, app_revision, per_revision, n, failed, reattempted, skipped,
              first_id, first_seen, last_seen, run_times, pickups)
-        SELECT id, g.run_class, g.step_name, g.app_revision, g.per_revision, g.n, g.failed, g.reattempted,
-               g.skipped, g.first_id, g.first_seen, g.last_seen,
-               (SELECT coalesce(array_agg(x ORDER BY x), '{}')
-                FROM pgbus.workflow_insights_attempt_hours h, unnest(h.run_times) x
-                WHERE h.run_class = g.run_class AND h.step_name = g.step_name
-                  AND (NOT g.per_revision OR h.app_revision IS NOT DISTINCT FROM g.app_revision)
-                  AND h.hour >= lo AND h.hour < upto),
-               (SELECT coalesce(array_agg(x ORDER BY x), '{}')
-                FROM pgbus.workflow_insights_attempt_hours h, unnest(h.pickups) x
-                WHERE h.run_class = g.run_class AND h.step_name = g.step_name
-                  AND (NOT g.per_revision OR h.app_revision IS NOT DISTINCT FROM g.app_revision)
-                  AND h.hour >= lo AND h.hour < upto)
-        FROM (SELECT h.run_class, h.step_name, h.app_revision, GROUPING(h.app_revision) = 0 AS per_revision,
-                     sum(h.n)::bigint AS n, sum(h.failed)::bigint AS failed,
-                     sum(h.reattempted)::bigint AS reattempted, sum(h.skipped)::bigint AS skipped,
-                     min(h.first_id) AS first_id, min(h.first_seen) AS first_seen, max(h.last_seen) AS last_seen
-              FROM pgbus.workflow_insights_attempt_hours h
-              WHERE h.hour >= lo AND h.hour < upto
-              GROUP BY GROUPING SETS ((h.run_class, h.step_name, h.app_revision), (h.run_class, h.step_name))) g;
+        WITH revs AS MATERIALIZED (
+            SELECT h.run_class, h.step_name, h.app_revision,
+                   sum(h.n)::bigint AS n, sum(h.failed)::bigint AS failed,
+                   sum(h.reattempted)::bigint AS reattempted, sum(h.skipped)::bigint AS skipped,
+                   min(h.first_id) AS first_id, min(h.first_seen) AS first_seen, max(h.last_seen) AS last_seen,
+                   pgbus.insights_merge(array_agg(ROW(h.run_times)::pgbus.insights_values)) AS run_times,
+                   pgbus.insights_merge(array_agg(ROW(h.pickups)::pgbus.insights_values)) AS pickups
+            FROM pgbus.workflow_insights_attempt_hours h
+            WHERE h.hour >= lo AND h.hour < upto
+            GROUP BY h.run_class, h.step_name, h.app_revision
+        )
+        SELECT id, r.run_class, r.step_name, r.app_revision, true, r.n, r.failed, r.reattempted, r.skipped,
+               r.first_id, r.first_seen, r.last_seen, r.run_times, r.pickups
+        FROM revs r
+        UNION ALL
+        SELECT id, r.run_class, r.step_name, NULL, false, sum(r.n)::bigint, sum(r.failed)::bigint,
+               sum(r.reattempted)::bigint, sum(r.skipped)::bigint, min(r.first_id), min(r.first_seen), max(r.last_seen),
+               pgbus.insights_merge(array_agg(ROW(r.run_times)::pgbus.insights_values)),
+               pgbus.insights_merge(array_agg(ROW(r.pickups)::pgbus.insights_values))
+        FROM revs r
+        GROUP BY r.run_class, r.step_name;
         built := built + 1;
     END LOOP;
     RETURN built;

@@ -1,11 +1,11 @@
 -- pgTAP tests for the insights' exact percentiles over sorted lists (sql/functions/500:
--- pgbus.insights_sorted_percentiles, pgbus.insights_nth, pgbus.insights_percentiles,
+-- pgbus.insights_sorted_percentiles, pgbus.insights_percentiles,
 -- pgbus.insights_merge): the same answers as percentile_cont, bit for bit, on hand-checked
 -- cases and on 200 generated ones (one list, one long list beside a few values, many short
 -- lists, ties, empty lists).
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(12);
+SELECT plan(13);
 
 -- Lists from their text forms ('{3, 1}'), each sorted.
 CREATE FUNCTION pg_temp.lists(VARIADIC l text[]) RETURNS pgbus.insights_values[] LANGUAGE sql AS $f$
@@ -19,15 +19,19 @@ SELECT is(pgbus.insights_sorted_percentiles('{1, 2, 3, 10}', '{0.5, 0.95, 0.99}'
           'one sorted list: by position, as percentile_cont');
 SELECT is(pgbus.insights_sorted_percentiles('{1, 2, 3, 10}', '{0.5}'), '{2.5}', 'the median of 1, 2, 3, 10 is 2.5');
 SELECT is(pgbus.insights_sorted_percentiles('{}', '{0.5}'), NULL, 'no values: NULL');
--- The r-th smallest of big (sorted) and others: big 1..100, others 5.5 and 200.
-SELECT is(ARRAY[pgbus.insights_nth(array(SELECT g::double precision FROM generate_series(1, 100) g), '{200, 5.5}', 1),
-                pgbus.insights_nth(array(SELECT g::double precision FROM generate_series(1, 100) g), '{200, 5.5}', 6),
-                pgbus.insights_nth(array(SELECT g::double precision FROM generate_series(1, 100) g), '{200, 5.5}', 7),
-                pgbus.insights_nth(array(SELECT g::double precision FROM generate_series(1, 100) g), '{200, 5.5}', 50),
-                pgbus.insights_nth(array(SELECT g::double precision FROM generate_series(1, 100) g), '{200, 5.5}', 101),
-                pgbus.insights_nth(array(SELECT g::double precision FROM generate_series(1, 100) g), '{200, 5.5}', 102)],
-          '{1, 5.5, 6, 49, 100, 200}', 'the r-th smallest of a sorted list and a few other values');
-SELECT is(pgbus.insights_nth('{5, 5, 5, 5, 5}', '{1, 5, 9}', 4), 5::double precision, 'ties: the 4th of 1, 5 x 6, 9 is 5');
+-- One long list and a few other values (the order statistics from a few values around each):
+-- 1..3000 beside 5.5, 200.5 and 10000.
+SELECT is(pgbus.insights_percentiles(ARRAY[ROW(array(SELECT g::double precision FROM generate_series(1, 3000) g))::pgbus.insights_values,
+                                           ROW('{5.5, 200.5, 10000}')::pgbus.insights_values], '{0.5, 0.95, 0.99, 0, 1}'),
+          (SELECT percentile_cont('{0.5, 0.95, 0.99, 0, 1}'::double precision[]) WITHIN GROUP (ORDER BY x)
+           FROM (SELECT g::double precision FROM generate_series(1, 3000) g UNION ALL SELECT unnest('{5.5, 200.5, 10000}'::double precision[])) v(x)),
+          'a long list beside a few values: as percentile_cont');
+SELECT is((pgbus.insights_percentiles(ARRAY[ROW(array(SELECT g::double precision FROM generate_series(1, 3000) g))::pgbus.insights_values,
+                                            ROW('{5.5, 200.5, 10000}')::pgbus.insights_values], '{0.5}'))[1], 1500::double precision,
+          'its median: the 1502nd of 3003 values, 1500 (5.5 and 200.5 come before)');
+SELECT is(pgbus.insights_percentiles(ARRAY[ROW(array(SELECT 5::double precision FROM generate_series(1, 3000)))::pgbus.insights_values,
+                                           ROW('{1, 5, 9}')::pgbus.insights_values], '{0.001, 0.5, 0.99}'),
+          '{5, 5, 5}', 'ties: 1, 5 x 3001, 9');
 SELECT is(pgbus.insights_percentiles(pg_temp.lists('{10, 3, 1}', '{2}'), '{0.5, 0.95, 0.99}'),
           pgbus.insights_sorted_percentiles('{1, 2, 3, 10}', '{0.5, 0.95, 0.99}'), 'two lists: the percentiles of their values together');
 SELECT is(pgbus.insights_percentiles(pg_temp.lists('{}', '{}'), '{0.5}'), NULL, 'empty lists: NULL');

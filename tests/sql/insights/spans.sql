@@ -41,11 +41,12 @@ SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days
 SELECT is(pgbus.workflow_insights_build_spans(pg_temp.t()), 3, 'three spans built, ending at T');
 SELECT is(pgbus.workflow_insights_build_spans(pg_temp.t()), 0, 'building them again does nothing');
 SELECT is((SELECT array_agg((extract(epoch FROM to_hour - from_hour) / 3600)::int ORDER BY from_hour DESC) FROM pgbus.workflow_insights_spans WHERE to_hour = pg_temp.t()),
-          ARRAY[22, 166, 718], 'of 22, 166 and 718 hours: the windows of 24 h, 7 d and 30 d ending up to two hours after T hold them');
+          ARRAY[22, 162, 708], 'of 22, 162 and 708 hours: the windows of 24 h, 7 d and 30 d ending up to 2, 6 and 12 hours after T hold them');
 SELECT is(ARRAY[pg_temp.span_hours(interval '24 hours', pg_temp.t()), pg_temp.span_hours(interval '168 hours', pg_temp.t() + interval '1 hour 59 minutes'),
-                pg_temp.span_hours(interval '720 hours', pg_temp.t() + interval '37 minutes'), pg_temp.span_hours(interval '1 hour', pg_temp.t()),
+                pg_temp.span_hours(interval '720 hours', pg_temp.t() + interval '37 minutes'), pg_temp.span_hours(interval '720 hours', pg_temp.t() + interval '12 hours'),
+                pg_temp.span_hours(interval '1 hour', pg_temp.t()),
                 pg_temp.span_hours(interval '24 hours', pg_temp.t() + interval '2 hours 1 minute')],
-          ARRAY[22, 166, 718, NULL, NULL], 'each window reads the longest span inside it (none for 1 h, none once the span''s first hour left the window)');
+          ARRAY[22, 162, 708, 708, NULL, NULL], 'each window reads the longest span inside it (none for 1 h, none once the span''s first hour left the window)');
 SELECT is((SELECT jsonb_build_array(finished, cancelled, durations, bins) FROM pgbus.workflow_insights_span_runs r
            JOIN pgbus.workflow_insights_spans s USING (span_id) WHERE s.to_hour = pg_temp.t() AND s.to_hour - s.from_hour = interval '22 hours' AND r.workflow_class = 'ins.Shop'),
           '[3, 1, [60, 120, 180], [0, 0, 0, 3, 0, 0, 0, 0, 0]]'::jsonb,
