@@ -65,18 +65,28 @@ BEGIN
     classes AS (
         SELECT cls FROM defs UNION SELECT c FROM pgbus.workflow_run_classes() c
     ),
-    ongoing AS (
-        SELECT w.workflow_class AS cls, count(*) AS n,
-               count(*) FILTER (WHERE w.status = 'paused') AS paused,
-               count(*) FILTER (WHERE d.cls IS NOT NULL AND w.current_step IS NOT NULL
-                                  AND w.current_step <> ALL (coalesce(d.live, '{}'))) AS on_removed,
-               coalesce(array_agg(DISTINCT w.current_step ORDER BY w.current_step)
-                            FILTER (WHERE d.cls IS NOT NULL AND w.current_step IS NOT NULL
-                                      AND w.current_step <> ALL (coalesce(d.live, '{}'))), '{}') AS removed
+    -- The ongoing runs read once, counted by hashing (no sort of every run by its class's name);
+    -- only the runs on removed steps sorted, for their steps' names.
+    ongoing_runs AS MATERIALIZED (
+        SELECT w.workflow_class AS cls, w.status, w.current_step,
+               d.cls IS NOT NULL AND w.current_step IS NOT NULL
+                   AND w.current_step <> ALL (coalesce(d.live, '{}')) AS on_removed
         FROM pgbus.workflows w
         LEFT JOIN defs d ON d.cls = w.workflow_class
         WHERE w.ended_at IS NULL AND w.created_at < win.until
-        GROUP BY w.workflow_class
+    ),
+    removed AS (
+        SELECT r.cls, array_agg(DISTINCT r.current_step ORDER BY r.current_step) AS steps
+        FROM ongoing_runs r WHERE r.on_removed
+        GROUP BY r.cls
+    ),
+    ongoing AS (
+        SELECT c.cls, c.n, c.paused, c.on_removed, coalesce(x.steps, '{}') AS removed
+        FROM (SELECT r.cls, count(*) AS n, count(*) FILTER (WHERE r.status = 'paused') AS paused,
+                     count(*) FILTER (WHERE r.on_removed) AS on_removed
+              FROM ongoing_runs r
+              GROUP BY r.cls) c
+        LEFT JOIN removed x ON x.cls = c.cls
     ),
     live_ended AS MATERIALIZED (
         SELECT x.run_class AS cls, (x.status = 'finished')::int AS finished,
