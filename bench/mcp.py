@@ -234,7 +234,10 @@ def main() -> int:
                 (f"{what} {w}", sql.format(w=w))
                 for w in ("24h", "7d")
                 for what, sql in (
-                    ("definitions overview", "SELECT * FROM pgbus.workflow_definitions_overview('{w}')"),
+                    (
+                        "definitions overview",
+                        "SELECT * FROM pgbus.workflow_definitions_overview('{w}')",
+                    ),
                     ("class page Bench7", "SELECT pgbus.workflow_class_page('Bench7', '{w}')"),
                 )
             ],
