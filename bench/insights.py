@@ -6,7 +6,7 @@ each page in-process (the Starlette app through its test client, minus the clien
 per-request cost measured on /livez: SQL plus rendering, no network), median of --repeat
 requests, per window, against the budgets; then each SQL block of the pages on its own.
 
-    .venv/bin/python -m bench.insights [--runs 180000] [--repeat 20] [--skip-load]
+    .venv/bin/python -m bench.insights [--runs 180000] [--repeat 20] [--skip-load] [--database NAME]
 
 Budgets (issue #14, half the seed's measured 26 ms / 86 ms): a class's page <= 13 ms and the
 list <= 43 ms over 24 h; either <= 150 ms over 30 d.
@@ -139,9 +139,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=180_000)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--skip-load", action="store_true")
+    ap.add_argument(
+        "--database", default="pgbus_bench_insights", help="the scratch database's name"
+    )
     args = ap.parse_args()
     admin = server_url()
-    url = scratch_database(admin, "pgbus_bench_insights", fresh=not args.skip_load)
+    url = scratch_database(admin, args.database, fresh=not args.skip_load)
     if not args.skip_load:
         print(f"loading {args.runs:,} runs ...", flush=True)
         print(f"loaded in {load(url, args.runs):.0f} s", flush=True)
