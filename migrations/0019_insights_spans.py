@@ -5,4 +5,4 @@ percentile functions that read them beside a window's other hours and live ends.
 from pgbus.migrate import schema_step
 
 steps = [schema_step("0019_insights_spans.sql")]
-__depends__ = {"0017_stuck_run_lookup"}
+__depends__ = {"0020_workflow_page_indexes"}
