@@ -168,3 +168,27 @@ LISTENERS = (
 def wait_for_listener(c: psycopg.Connection, before: int) -> None:
     """Waits until one more worker listens for notifications than `before`."""
     poll(lambda: c.execute(LISTENERS).fetchone()[0] > before, "new notification listener")
+
+
+def server_cpu(url: str, statements: list[tuple[str, str]], repeat: int) -> None:
+    """Prints each statement's server CPU time per call (median of `repeat`, one session; the
+    backend's own, from /proc/<pid>/schedstat): unlike the wall-clock medians, barely moved by
+    other work on a shared machine. Only when the server runs on this machine."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        stat = Path(f"/proc/{pid}/schedstat")
+        if not stat.exists():
+            return
+
+        def used() -> int:
+            return int(stat.read_text().split()[0])
+
+        print(f"\nSQL alone, server CPU per call (median of {repeat}, one session):")
+        for title, sql in statements:
+            conn.execute(sql).fetchall()
+            samples = []
+            for _ in range(repeat):
+                before = used()
+                conn.execute(sql).fetchall()
+                samples.append((used() - before) / 1e6)
+            print(f"{title:<60} {statistics.median(samples):>8.2f} ms")

@@ -15,15 +15,20 @@ list <= 43 ms over 24 h; either <= 150 ms over 30 d.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import time
 from typing import Any
 
 import psycopg
 
 import pgbus
-from bench.harness import durability, median_ms, run_load_script, scratch_database, server_url
+from bench.harness import (
+    durability,
+    median_ms,
+    run_load_script,
+    scratch_database,
+    server_cpu,
+    server_url,
+)
 
 BUDGETS_MS = {
     ("class page", "24h"): 13,
@@ -107,31 +112,6 @@ VACUUM ANALYZE pgbus.workflow_definitions
 
 def load(url: str, runs: int) -> float:
     return run_load_script(url, LOAD, runs)
-
-
-def server_cpu(url: str, statements: list[tuple[str, str]], repeat: int) -> None:
-    """Each statement's server CPU time per call (the backend's own, from /proc/<pid>/schedstat):
-    unlike the wall-clock medians, barely moved by other work on a shared machine. Only when the
-    server runs on this machine."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        stat = f"/proc/{pid}/schedstat"
-        if not os.path.exists(stat):
-            return
-
-        def used() -> int:
-            with open(stat) as f:
-                return int(f.read().split()[0])
-
-        print(f"\nSQL alone, server CPU per call (median of {repeat}, one session):")
-        for title, sql in statements:
-            conn.execute(sql).fetchall()
-            samples = []
-            for _ in range(repeat):
-                before = used()
-                conn.execute(sql).fetchall()
-                samples.append((used() - before) / 1e6)
-            print(f"{title:<40} {statistics.median(samples):>8.2f} ms")
 
 
 def main() -> None:

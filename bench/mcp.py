@@ -32,8 +32,7 @@ from pgbus.mcp import build_server
 
 import pgbus
 from bench import workflow_pages
-from bench.harness import durability, server_url
-from bench.insights import server_cpu
+from bench.harness import durability, server_cpu, server_url
 from pgbus import migrate
 from pgbus.data import DataSource
 

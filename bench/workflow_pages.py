@@ -12,14 +12,19 @@ heaviest statements.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 from typing import Any
 
 import psycopg
 
 import pgbus
-from bench.harness import durability, median_ms, run_load_script, scratch_database, server_url
+from bench.harness import (
+    durability,
+    median_ms,
+    run_load_script,
+    scratch_database,
+    server_cpu,
+    server_url,
+)
 
 BUDGETS_MS = {
     "list first page": 20,
@@ -129,30 +134,6 @@ CPU_STATEMENTS = [
 ]
 
 
-def sql_cpu(url: str, repeat: int) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        stat = f"/proc/{pid}/schedstat"
-        if not os.path.exists(stat):
-            return
-
-        def used() -> int:
-            with open(stat) as f:
-                return int(f.read().split()[0])
-
-        print(
-            f"\n{'SQL alone, server CPU per call (median of ' + str(repeat) + ')':<60} {'cpu ms':>8}"
-        )
-        for title, sql in CPU_STATEMENTS:
-            conn.execute(sql).fetchall()
-            samples = []
-            for _ in range(repeat):
-                before = used()
-                conn.execute(sql).fetchall()
-                samples.append((used() - before) / 1e6)
-            print(f"{title + ': ' + sql[:40]:<60} {statistics.median(samples):>8.1f}")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=1_000_000)
@@ -251,7 +232,7 @@ def main() -> None:
         f"{'' if ms <= BUDGETS_MS['home card'] else '  OVER'}"
     )
     data.close()
-    sql_cpu(url, args.repeat)
+    server_cpu(url, [(f"{t}: {sql[:40]}", sql) for t, sql in CPU_STATEMENTS], args.repeat)
 
     print("\nPlans of the heaviest statements (auto_explain, nested statements):")
     with psycopg.connect(url, autocommit=True) as conn:

@@ -9,29 +9,8 @@ SET LOCAL client_min_messages = warning;
 SELECT plan(42);
 \ir ../include/insights_setup.psql
 
--- Every insights answer over the fixture's classes and the four windows, as of `at`.
-CREATE FUNCTION pg_temp.answers(at timestamptz) RETURNS jsonb LANGUAGE sql AS $f$
-    SELECT jsonb_build_object(
-        'overview', (SELECT jsonb_agg(jsonb_build_array(w.w, r.r, to_jsonb(o)) ORDER BY w.w, r.r, o.workflow_class)
-                     FROM unnest(ARRAY['1h', '24h', '7d', '30d']) w(w), unnest(ARRAY[NULL, interval '30 days', interval '20 hours']) r(r),
-                          pgbus.workflow_definitions_overview(w.w, r.r, at) o),
-        'classes', (SELECT jsonb_agg(jsonb_build_array(
-                        c.c, w.w,
-                        pgbus.workflow_class_steps(c.c, w.w, NULL, at, max_revisions => 5),
-                        pgbus.workflow_class_steps(c.c, w.w, interval '20 hours', at),
-                        (SELECT jsonb_agg(pgbus.workflow_class_throughput(c.c, w.w, z, NULL, at))
-                         FROM unnest(ARRAY['Europe/Berlin', 'America/Santiago', 'Asia/Kolkata', 'UTC']) z),
-                        pgbus.workflow_class_durations(c.c, w.w, NULL, at),
-                        pgbus.workflow_class_durations(c.c, w.w, interval '20 hours', at),
-                        pgbus.workflow_class_funnel(c.c, w.w, NULL, at),
-                        pgbus.workflow_class_funnel(c.c, w.w, interval '20 hours', at),
-                        pgbus.workflow_class_revisions(c.c, w.w, NULL, at, 3)) ORDER BY c.c, w.w)
-                    FROM unnest(ARRAY['ins.Shop', 'ins.Gone', 'ins.Empty', 'ins.Fun', 'ins.Rev']) c(c),
-                         unnest(ARRAY['1h', '24h', '7d', '30d']) w(w)))
-$f$;
-CREATE FUNCTION pg_temp.live(at timestamptz) RETURNS jsonb LANGUAGE sql SET pgbus.insights_rollup = off AS $f$
-    SELECT pg_temp.answers(at)
-$f$;
+\ir ../include/insights_answers.psql
+
 -- The moments compared: T, T with ragged hour ends, and two days after T.
 CREATE FUNCTION pg_temp.same() RETURNS boolean LANGUAGE sql AS $f$
     SELECT bool_and(pg_temp.answers(a) = pg_temp.live(a))
