@@ -33,7 +33,7 @@ from html import unescape
 
 import psycopg
 
-from bench.harness import durability, scratch_database, server_url
+from bench.harness import durability, machine, scratch_database, server_url
 
 BUDGET_MS = 50.0
 BIG = "bench_q00"
@@ -342,7 +342,7 @@ def main() -> int:
                 results[key], _ = measure(client, timed, frag, args.runs)
     statements.restore()
 
-    print(f"\nserver time over {args.runs} runs (ms; machine shared with other work):")
+    print(f"\nserver time over {args.runs} runs (ms; {machine()}):")
     print(f"  {'page or fragment':46} {'median':>8} {'max':>8}")
     failures = []
     for name, times in results.items():

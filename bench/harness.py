@@ -65,6 +65,12 @@ def median_ms(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(samples)
 
 
+def machine() -> str:
+    """This machine's cores and load average: what else ran beside a benchmark."""
+    one, five, fifteen = os.getloadavg()
+    return f"{os.cpu_count()} cores, load average {one:.1f} / {five:.1f} / {fifteen:.1f}"
+
+
 def durability(url: str) -> str:
     with psycopg.connect(url) as c:
         values = [

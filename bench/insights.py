@@ -23,6 +23,7 @@ import psycopg
 import pgbus
 from bench.harness import (
     durability,
+    machine,
     median_ms,
     run_load_script,
     scratch_database,
@@ -149,7 +150,7 @@ def main() -> None:
         ).fetchone()
     print(
         f"runs {runs:,} (ongoing {ongoing:,}), step rows {steps:,}, classes {classes},"
-        f" revisions {revisions}; {durability(url)}; the machine was shared with other work"
+        f" revisions {revisions}; {durability(url)}; {machine()}"
     )
 
     def get(path: str):

@@ -32,7 +32,7 @@ from pgbus.mcp import build_server
 
 import pgbus
 from bench import workflow_pages
-from bench.harness import durability, server_cpu, server_url
+from bench.harness import durability, machine, server_cpu, server_url
 from pgbus import migrate
 from pgbus.data import DataSource
 
@@ -213,7 +213,7 @@ def main() -> int:
     print(
         f"MCP read tools: {n_runs:,} runs, {args.messages:,} queued messages, 1,000 dead letters,"
     )
-    print(f"median of {args.repeat} calls each; {durability(url)}; machine shared with other work")
+    print(f"median of {args.repeat} calls each; {durability(url)}; {machine()}")
     print("(SQL: the in-process call's statements; MCP side: in-process minus SQL)")
     print(f"{'tool and arguments':<60} {'in-process':>11} {'SQL':>8} {'MCP side':>9} {'HTTP':>8}")
     failed = False
