@@ -154,6 +154,11 @@ class UnknownJobClass(PgbusError):
         )
 
 
+def releasing_lost_reads() -> list[type[Job]]:
+    """The registered job classes whose `release_lost` has something to do."""
+    return list({cls for cls in _registry.values() if cls.releases_lost_reads})
+
+
 def job_class(name: str) -> type[Job]:
     try:
         return _registry[name]
@@ -317,6 +322,16 @@ class Job:
     ) -> None:
         """A stopping worker hands back these deliveries it held and never ran (in the
         transaction that makes their messages visible again)."""
+
+    # Whether `release_lost` has anything to do for this class (the worker calls it then).
+    releases_lost_reads: ClassVar[bool] = False
+
+    @classmethod
+    def release_lost(cls, conn: psycopg.Connection, held: list[Any], worker: str) -> int:
+        """A read of this worker lost its connection, possibly after it committed: hands back
+        whatever that read began for `worker` (a workflow step's attempt) that is not among
+        the deliveries it `held`. Returns how many went back."""
+        return 0
 
     @property
     def conn(self) -> psycopg.Connection:

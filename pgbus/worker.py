@@ -56,6 +56,7 @@ from pgbus.jobs import (
     UnknownJobClass,
     current_transaction,
     job_class,
+    releasing_lost_reads,
     retry_policy,
     running_job,
 )
@@ -135,6 +136,7 @@ class Worker:
         self._lock = threading.Lock()
         self._in_flight: dict[tuple[str, int], Delivery] = {}
         self._reader_conn: psycopg.Connection | None = None
+        self._answer_lost = False  # a read failed on its connection (see _release_lost)
         self._acks: queue.SimpleQueue[Ack] = queue.SimpleQueue()
         self._unstarted: list[Delivery] = []  # read ahead, cancelled at shutdown
         # Messages held, not running yet, in reading order. `_ready`: runnable at once; one task
@@ -283,11 +285,16 @@ class Worker:
             # waiting, and then fetches several in one transaction instead of one per step end.
             if marking or (free > 0 and (idle > 0 or waiting < self.low_water)):
                 try:
+                    if self._answer_lost:
+                        self._release_lost()
                     deliveries, marked = self._read(free, idle - len(marking), marking)
                 except psycopg.Error as exc:
                     with self._lock:
                         self._ahead.extendleft(reversed(marking))
                     if is_connection_error(exc):
+                        # The read may have committed with its answer lost on the way: what it
+                        # began here is handed back before the next read (_release_lost).
+                        self._answer_lost = True
                         # Tried again soon whatever the outage's length: work resumes within a
                         # moment of the server's return.
                         reachability.failed(exc, "fetch_messages")
@@ -315,6 +322,30 @@ class Worker:
             if orphaned():
                 log.warning("worker: %s", orphaned_reason())
                 self.stop()
+
+    def _release_lost(self) -> None:
+        """After a read whose connection failed: that read may have committed on the server
+        (beginning workflow steps for this worker, their bodies marked started) while its
+        answer never arrived. Whatever this worker began and does not hold goes back at once,
+        instead of coming back after the visibility timeout looking like a dead worker's."""
+        with self._lock:
+            held = list(self._in_flight.values())
+        try:
+            released = sum(
+                cls.release_lost(self._reader(), held, self.identity)
+                for cls in releasing_lost_reads()
+            )
+        except psycopg.Error as exc:
+            if is_connection_error(exc):
+                self._close_reader()
+                raise  # (still down: tried again before the next read)
+            # (Not worth stopping the reads for: such steps come back as before, after the
+            # visibility timeout.)
+            report_error(exc, {"action": "release_lost_steps"})
+            released = 0
+        self._answer_lost = False
+        if released:
+            log.info("handed back %d steps begun by a read whose answer was lost", released)
 
     def _free(self) -> int:
         """Messages the worker can take now: held ones count, less those of steps being ended

@@ -360,6 +360,19 @@ class StepJob(Job):
                 (steps, worker),
             )
 
+    releases_lost_reads = True
+
+    @classmethod
+    def release_lost(cls, conn: psycopg.Connection, held: list[Any], worker: str) -> int:
+        """Attempts a read began for `worker` whose answer was lost (the worker holds no
+        delivery of them) go back to scheduled, their messages visible at once: not left to
+        come back after the visibility timeout as a dead worker's stall."""
+        steps = [d.context["step_id"] for d in held if d.context and "step_id" in d.context]
+        return conn.execute(
+            "SELECT pgbus.workflow_release_lost_steps(worker => %s, held => %s::bigint[])",
+            (worker, steps),
+        ).fetchone()[0]
+
     # -- running the attempt
 
     def perform(self, workflow_id: str, step_id: int) -> None:
@@ -619,14 +632,16 @@ class StepJob(Job):
 
         def run() -> None:
             with pool().connection() as c, c.transaction():
-                c.execute(
+                released = c.execute(
                     "SELECT pgbus.workflow_release_steps(step_ids => %s::bigint[], worker => %s)",
                     ([self.step_id], self.worker_identity),
-                )
-                c.execute(
-                    "SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)",
-                    (self.queue_name, [self.msg_id]),
-                )
+                ).fetchone()[0]
+                # (Not released: ended, or begun again elsewhere, whose message is not ours.)
+                if released:
+                    c.execute(
+                        "SELECT count(*) FROM pgmq.set_vt(%s, %s::bigint[], 0)",
+                        (self.queue_name, [self.msg_id]),
+                    )
 
         try:
             _with_retries("handing a step back", run, self.give_up)

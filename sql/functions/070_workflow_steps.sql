@@ -313,6 +313,33 @@ BEGIN
 END;
 $$;
 
+-- A worker's read lost its connection, possibly after it committed: the attempts it began
+-- for `worker` whose answer never arrived would look, when their messages come back, like a
+-- dead worker's (their bodies marked started). So every attempt running for `worker` that is
+-- not among `held` (the step ids it holds) goes back as workflow_release_steps does, and its
+-- message is visible at once. Returns how many went back. (Rare: the open attempts' index.)
+CREATE OR REPLACE FUNCTION pgbus.workflow_release_lost_steps(worker text, held bigint[])
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    lost bigint[];
+    released integer;
+BEGIN
+    SELECT array_agg(s.step_id ORDER BY s.step_id) INTO lost FROM pgbus.workflow_steps s
+    WHERE s.ended_at IS NULL AND s.status = 'running'
+      AND s.worker = workflow_release_lost_steps.worker
+      AND s.step_id <> ALL (coalesce(held, '{}'));
+    IF lost IS NULL THEN
+        RETURN 0;
+    END IF;
+    released := pgbus.workflow_release_steps(lost, worker);
+    PERFORM pgmq.set_vt(s.queue, s.msg_id, 0) FROM pgbus.workflow_steps s
+    WHERE s.step_id = ANY (lost) AND s.msg_id IS NOT NULL AND s.worker IS NULL
+      AND s.status IN ('scheduled', 'superseded');
+    RETURN released;
+END;
+$$;
+
 -- Ends `attempt`, the run's current attempt, with `verb` and applies what that leads to:
 -- `to_status` from the transition table, or NULL when it refused the verb, so that only the
 -- attempt's end is recorded (as 'superseded'). `actor` names who ended it on the step's event

@@ -20,6 +20,7 @@ import pytest
 
 import pgbus
 from pgbus.db import close_pool
+from tests.py.pg_proxy import PgProxy
 from tests.py.support import Process, wait_until, worker_process
 from tests.py.throwaway_cluster import ThrowawayCluster
 
@@ -151,6 +152,40 @@ def test_a_crash_right_after_a_read_does_not_let_the_step_commit_twice(chaos_db,
     # The crash did lose begins: some bodies ran twice, yet committed once.
     assert len(list(folder.glob("started-*"))) > 4
     assert "its end was refused" in worker.output()
+
+
+def test_a_read_whose_answer_was_lost_hands_its_steps_back_at_once(chaos_db, procs):
+    """A read commits on the server (beginning steps, their bodies marked started) and its
+    connection is lost before the answer arrives, as when the server dies between the two.
+    The worker never ran those steps: it hands them back before its next read, so that they
+    run at once, rather than coming back after the visibility timeout looking like a dead
+    worker's (twice read by another worker: a stall, the run paused)."""
+    cluster, url = chaos_db
+    runs = start_runs(4, work=0.02)
+    with PgProxy(cluster.port) as proxy:
+        # The first read that starts a body loses its answer; then this worker's reads are held
+        # (as if the other worker got there first each time).
+        proxy.lose_answer(b"read_jobs", b'"body_started": true')
+        proxy.hold(b"read_jobs")
+        cut = chaos_worker(proxy.url(url), threads=2, env={"PGBUS_VISIBILITY_TIMEOUT": "2"})
+        procs.append(cut)
+        assert proxy.lost.wait(30), cut.output()
+        other = chaos_worker(url, threads=2, env={"PGBUS_VISIBILITY_TIMEOUT": "2"})
+        procs.append(other)
+        wait_until(lambda: settled(url, len(runs)), 60, interval=0.2, what="every run settled")
+        with psycopg.connect(url) as c:
+            events = dict(
+                c.execute(
+                    "SELECT event, count(*) FROM pgbus.workflow_events"
+                    " WHERE event IN ('stall_detected', 'step_redelivered', 'step_released')"
+                    " GROUP BY event"
+                ).fetchall()
+            )
+        assert statuses(url) == {"finished": 4}, (paused_why(url), cut.output(), other.output())
+        assert duplicates(url) == []
+        assert "stall_detected" not in events and "step_redelivered" not in events, events
+        assert events.get("step_released", 0) >= 2, events  # the two bodies it had started
+        assert "handed back" in cut.output()
 
 
 def test_kill_9s_under_load_pause_only_runs_whose_step_body_started(chaos_db, procs):
