@@ -127,12 +127,17 @@ BEGIN
             -- alive and only cut off for longer than the visibility timeout (an outage): the
             -- first time, the message stays hidden for this read's visibility timeout (the
             -- worker's visibility heartbeat takes it back when it still runs the step) and a
-            -- step_redelivered event says so. When it comes back again, the worker is gone.
+            -- step_redelivered event says so. When it comes back again and that worker has not
+            -- heartbeated since, the worker is gone.
+            -- So it is again each time that worker has heartbeated since the message last came
+            -- back: alive, it was only cut off again (another outage during a long step).
             IF EXISTS (SELECT 1 FROM pgbus.processes p
-                       WHERE p.kind = 'worker' AND p.hostname || ':' || p.pid = attempt.worker)
-               AND NOT EXISTS (SELECT 1 FROM pgbus.workflow_events e
-                               WHERE e.workflow_id = run.workflow_id AND e.step_id = attempt.step_id
-                                 AND e.event = 'step_redelivered' AND e.created_at >= attempt.started_at) THEN
+                       WHERE p.kind = 'worker' AND p.hostname || ':' || p.pid = attempt.worker
+                         AND p.last_heartbeat_at > coalesce(
+                             (SELECT max(e.created_at) FROM pgbus.workflow_events e
+                              WHERE e.workflow_id = run.workflow_id AND e.step_id = attempt.step_id
+                                AND e.event = 'step_redelivered' AND e.created_at >= attempt.started_at),
+                             '-infinity')) THEN
                 PERFORM pgbus.workflow_event(run.workflow_id, 'step_redelivered', attempt.step_id, NULL,
                                              'its message came back while it ran on a worker that is still registered',
                                              jsonb_build_object('step', attempt.step_name, 'attempt', attempt.attempt,

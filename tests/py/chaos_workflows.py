@@ -117,3 +117,17 @@ class EndFails(pgbus.Workflow):
             "INSERT INTO effects (kind, key) VALUES ('before_boom', %s)", (str(self.workflow_id),)
         )
         self.output(boom=1)
+
+
+class WaitsForGo(pgbus.Workflow):
+    """Its step says it started (a file `started-<run>` in `folder`), waits for the file `go`,
+    then writes through the step's connection."""
+
+    @step
+    def long(self):
+        folder = Path(self.arguments["folder"])
+        (folder / f"started-{self.workflow_id}").touch()
+        _wait_for_file(folder / "go")
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('long', %s)", (str(self.workflow_id),)
+        )

@@ -301,6 +301,66 @@ def test_a_worker_cut_off_past_the_visibility_timeout_gets_its_step_back(chaos_d
     assert len(list(starts.iterdir())) == 3  # each body ran once: step one was not run again
 
 
+def test_a_worker_cut_off_twice_during_one_long_step_keeps_it(chaos_db, procs):
+    """Two outages during one long step (here: its worker stopped with SIGSTOP twice, each time
+    past the visibility timeout, while another worker reads the message): the worker was alive
+    in between (it heartbeated), so the second time is no stall either; it ends its step."""
+    _cluster, url = chaos_db
+    from tests.py.chaos_workflows import WaitsForGo
+
+    folder = Path(tempfile.mkdtemp(prefix="pgbus-twice-"))
+    run = WaitsForGo.start(folder=str(folder))
+    fast = {"PGBUS_VISIBILITY_TIMEOUT": "2"}
+    cut_off = chaos_worker(url, threads=1, env=fast)
+    procs.append(cut_off)
+    wait_until(lambda: any(folder.glob("started-*")), 20, interval=0.01, what="the body started")
+    procs.append(chaos_worker(url, threads=1, env=fast))
+
+    def redelivered() -> int:
+        with psycopg.connect(url) as c:
+            return c.execute(
+                "SELECT count(*) FROM pgbus.workflow_events WHERE event = 'step_redelivered'"
+            ).fetchone()[0]
+
+    def heartbeated_since_redelivery() -> bool:
+        with psycopg.connect(url) as c:
+            return c.execute(
+                "SELECT p.last_heartbeat_at > (SELECT max(created_at) FROM pgbus.workflow_events"
+                " WHERE event = 'step_redelivered') FROM pgbus.processes p WHERE p.pid = %s",
+                (cut_off.pid,),
+            ).fetchone()[0]
+
+    for times in (1, 2):
+        os.killpg(cut_off.pid, signal.SIGSTOP)
+        try:
+            wait_until(
+                lambda times=times: redelivered() >= times or statuses(url).get("paused"),
+                20,
+                interval=0.05,
+                what="the message read by the other worker",
+            )
+        finally:
+            os.killpg(cut_off.pid, signal.SIGCONT)
+        assert statuses(url) == {"running": 1}, paused_why(url)
+        wait_until(heartbeated_since_redelivery, 20, interval=0.05, what="a heartbeat since")
+    (folder / "go").touch()
+    wait_until(lambda: settled(url, 1), 60, interval=0.2, what="the run settled")
+    with psycopg.connect(url) as c:
+        stalls = c.execute(
+            "SELECT count(*) FROM pgbus.workflow_steps WHERE status = 'stalled'"
+        ).fetchone()[0]
+        steps = c.execute(
+            "SELECT status, worker FROM pgbus.workflow_steps WHERE workflow_id = %s",
+            (run.workflow_id,),
+        ).fetchall()
+    assert statuses(url) == {"finished": 1}, (paused_why(url), [p.output()[-2000:] for p in procs])
+    assert stalls == 0
+    assert duplicates(url) == []
+    assert redelivered() == 2
+    assert len(steps) == 1 and steps[0][0] == "completed"  # ended by the worker that was cut off
+    assert steps[0][1].endswith(f":{cut_off.pid}")
+
+
 @pytest.mark.parametrize("in_sql", [False, True], ids=["hung_in_python", "hung_in_sql"])
 def test_a_hung_step_past_its_timeout_holds_no_transaction_and_commits_nothing(
     chaos_db, procs, in_sql

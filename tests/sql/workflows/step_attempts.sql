@@ -4,7 +4,7 @@
 -- status; the begin token (begun_at) that workflow_end_step checks; workflow_time_out_step.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(87);
+SELECT plan(95);
 
 CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wsa_' || $1 $f$;
 \ir ../include/workflow_helpers.psql
@@ -159,6 +159,28 @@ SELECT lives_ok($$SELECT pg_temp.comes_back('reg_d'); SELECT pg_temp.read('reg_d
 SELECT is(pg_temp.read('reg_d3', 'reg_d', NULL, 'host:2'), 1, 'running, started, its worker registered: the second time ...');
 SELECT is((pg_temp.ctx('reg_d3') ->> 'stalled', (pg_temp.att(pg_temp.cur('reg_d'))).status), ('true'::text, 'stalled'::text),
           'running, started, its worker registered: ... it is a stall');
+-- ... unless that worker heartbeated since it came back: alive, cut off once more (another
+-- outage during a long step), it gets one more visibility timeout each time.
+DO $d$ BEGIN
+    PERFORM pg_temp.start('reg_a', '[{"name": "a"}]');
+    INSERT INTO pgbus.processes (kind, hostname, pid) VALUES ('worker', 'cut', 8);
+END $d$;
+SELECT is(pg_temp.read('reg_a1', 'reg_a', 1, 'cut:8'), 1, 'setup: read and started by cut:8');
+SELECT lives_ok($$SELECT pg_temp.comes_back('reg_a'); SELECT pg_temp.read('reg_a2', 'reg_a', NULL, 'host:2');
+                  UPDATE pgbus.processes SET last_heartbeat_at = clock_timestamp() WHERE hostname = 'cut' AND pid = 8;
+                  SELECT pg_temp.comes_back('reg_a')$$,
+                'setup: its message comes back, its worker heartbeats, it comes back again');
+SELECT is(pg_temp.read('reg_a3', 'reg_a', NULL, 'host:2'), 0,
+          'running, started, its worker heartbeated since it came back: nothing to run the second time');
+SELECT is(((pg_temp.att(pg_temp.cur('reg_a'))).status, (pg_temp.w('reg_a')).status), ('running'::text, 'running'::text),
+          'running, started, its worker heartbeated since: ... no stall, the attempt still runs');
+SELECT is((SELECT count(*)::integer FROM pgbus.workflow_events
+           WHERE workflow_id = pg_temp.run('reg_a') AND event = 'step_redelivered'), 2,
+          'running, started, its worker heartbeated since: ... a second step_redelivered event');
+SELECT lives_ok($$SELECT pg_temp.comes_back('reg_a')$$, 'setup: it comes back a third time, no heartbeat since');
+SELECT is(pg_temp.read('reg_a4', 'reg_a', NULL, 'host:2'), 1, 'running, started, no heartbeat since it last came back: ...');
+SELECT is((pg_temp.ctx('reg_a4') ->> 'stalled', (pg_temp.att(pg_temp.cur('reg_a'))).status), ('true'::text, 'stalled'::text),
+          'running, started, no heartbeat since it last came back: ... a stall');
 
 -- paused while the step ran, body started, its worker died: stalled while the run stays
 -- paused; resume sends the step again.
