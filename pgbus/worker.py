@@ -283,11 +283,15 @@ class Worker:
             idle, waiting, marking = self._plan_read()
             # A free thread reads at once; else the read waits until few messages are left
             # waiting, and then fetches several in one transaction instead of one per step end.
-            if marking or (free > 0 and (idle > 0 or waiting < self.low_water)):
+            if (
+                self._answer_lost
+                or marking
+                or (free > 0 and (idle > 0 or waiting < self.low_water))
+            ):
                 try:
                     if self._answer_lost:
                         self._release_lost()
-                    deliveries, marked = self._read(free, idle - len(marking), marking)
+                    deliveries, marked = self._read(max(free, 0), idle - len(marking), marking)
                 except psycopg.Error as exc:
                     with self._lock:
                         self._ahead.extendleft(reversed(marking))

@@ -4,7 +4,6 @@ and a rolling deploy (revision A, then B beside it, then A gone) for deploy task
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -86,7 +85,14 @@ def test_a_killed_scheduler_restarted_neither_repeats_nor_skips(db_url, conn, pr
     first.signal(signal.SIGKILL)
     first.wait(10)
     killed_at = executions(conn)[-1]
-    time.sleep(3)  # ticks pass while no scheduler runs
+    wait_until(  # ticks pass while no scheduler runs
+        lambda: conn.execute(
+            "SELECT clock_timestamp() > %s + interval '3 seconds'", (killed_at,)
+        ).fetchone()[0],
+        30,
+        interval=0.1,
+        what="three ticks without a scheduler",
+    )
     second = scheduler_process(db_url, env)
     procs.append(second)
     wait_until(
@@ -115,6 +121,32 @@ def done(conn) -> list[str]:
     return sorted(r[0] for r in conn.execute("SELECT key FROM effects WHERE kind = 'done'"))
 
 
+def named(db_url: str, name: str) -> str:
+    """The URL with an application_name, so that the process's sessions can be told apart."""
+    return f"{db_url}{'&' if '?' in db_url else '?'}application_name={name}"
+
+
+def ticked_since(conn, names: list[str], since) -> bool:
+    """Whether each named scheduler finished a deploy tick (pgbus.deploy_tasks_fire) after
+    `since`, a database time."""
+    last = dict(
+        conn.execute(
+            "SELECT application_name, max(state_change) FROM pg_stat_activity"
+            " WHERE application_name = ANY(%s) AND state = 'idle'"
+            " AND query LIKE '%%deploy_tasks_fire%%' GROUP BY 1",
+            (names,),
+        ).fetchall()
+    )
+    return all(last.get(n) is not None and last[n] > since for n in names)
+
+
+def ticks(conn, names: list[str], rounds: int) -> None:
+    """Until each named scheduler has ticked `rounds` more times (instead of a fixed sleep)."""
+    for _ in range(rounds):
+        since = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+        wait_until(lambda since=since: ticked_since(conn, names, since), 60, what="ticks")
+
+
 def test_rolling_deploy_fires_once_the_old_revision_is_gone(db_url, effects, procs, tmp_path: Path):
     conn = effects
     a_file, b_file = tmp_path / "deploy_a.yml", tmp_path / "deploy_b.yml"
@@ -125,7 +157,7 @@ def test_rolling_deploy_fires_once_the_old_revision_is_gone(db_url, effects, pro
     a_worker = worker_process(db_url, env=a_env)
     a_sched = scheduler_process(db_url, a_env)
     procs.extend([a_worker, a_sched])
-    wait_until(lambda: len(done(conn)) == 2, 30, what="revision A's deploy tasks")
+    wait_until(lambda: len(done(conn)) == 2, 90, what="revision A's deploy tasks")
     assert deploy_runs(conn) == [
         ("backfill", "version:1", "A"),
         ("warm", "revision:A", "A"),
@@ -134,7 +166,8 @@ def test_rolling_deploy_fires_once_the_old_revision_is_gone(db_url, effects, pro
     # Revision B starts beside A (a rolling deploy): B's scheduler sees A still running.
     b_env = {"PGBUS_REVISION": "B", "PGBUS_DEPLOY_TASKS_FILE": str(b_file)}
     b_worker = worker_process(db_url, env=b_env)
-    b_scheds = [scheduler_process(db_url, b_env), scheduler_process(db_url, b_env)]
+    b_names = ["sched-b1", "sched-b2"]
+    b_scheds = [scheduler_process(named(db_url, n), b_env) for n in b_names]
     procs.extend([b_worker, *b_scheds])
     wait_until(
         lambda: (
@@ -143,10 +176,10 @@ def test_rolling_deploy_fires_once_the_old_revision_is_gone(db_url, effects, pro
             ).fetchone()[0]
             == 3
         ),
-        20,
+        90,
         what="revision B's processes",
     )
-    time.sleep(2)  # ten scheduler ticks each: nothing may fire during the overlap
+    ticks(conn, b_names, 3)  # nothing may fire during the overlap
     assert len(deploy_runs(conn)) == 2
     states = conn.execute("SELECT key, state FROM pgbus.deploy_task_list() ORDER BY key").fetchall()
     assert states == [("backfill", "enqueued"), ("warm", "waiting_for_rollover")]
@@ -155,10 +188,13 @@ def test_rolling_deploy_fires_once_the_old_revision_is_gone(db_url, effects, pro
     ).fetchone() == ("1",), "B's declarations were written before the fleet rolled over"
 
     # A stops: the fleet has rolled over to B; B's tasks fire once (two B schedulers race).
-    a_sched.stop()
-    a_worker.stop()
-    wait_until(lambda: len(done(conn)) == 4, 30, what="revision B's deploy tasks")
-    time.sleep(1)  # more ticks: nothing fires again
+    # (Each stops by itself, and deregisters: a killed one would hold the rollover back.)
+    for p in (a_sched, a_worker):
+        p.signal(signal.SIGTERM)
+    for p in (a_sched, a_worker):
+        assert p.wait(60) == 0, p.output()
+    wait_until(lambda: len(done(conn)) == 4, 90, what="revision B's deploy tasks")
+    ticks(conn, b_names, 2)  # more ticks: nothing fires again
     for p in [b_worker, *b_scheds]:
         p.stop()
     assert deploy_runs(conn) == [

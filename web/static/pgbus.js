@@ -308,6 +308,12 @@
     document.body.addEventListener("htmx:afterSwap", function (event) {
       afterSwap(event.target);
     });
+    // A refresh already on its way when its region was paused (a <details> opened, a box
+    // checked, a dialog opened) is not swapped in: that would undo what the user just did.
+    document.body.addEventListener("htmx:beforeSwap", function (event) {
+      var target = event.detail && event.detail.target;
+      if (target && inFlight.has(target) && pauseReason(target)) event.detail.shouldSwap = false;
+    });
   }
 
   // Re-applies the behaviour that new content needs (charts, bulk counts).

@@ -61,6 +61,24 @@ def settle(page, intervals: float = 3) -> None:
     page.wait_for_timeout(int(REFRESH_MS * intervals))
 
 
+def wait_for_refreshes(w, since: int, n: int = 1, region: str | None = None) -> None:
+    """Until `n` fragment requests (of `region`) were made since `since`: the page's events are
+    taken in while it waits, for at most 30 refresh intervals (a loaded machine is slow)."""
+    deadline = time.monotonic() + REFRESH_MS * 30 / 1000
+    while len(fragment_requests(w, since, region)) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} refreshes of {region or 'any region'}"
+        w.page.wait_for_timeout(50)
+
+
+def wait_refresh_idle(page, region_id: str) -> None:
+    """Until no refresh of the region is in flight (the page marks one with aria-busy)."""
+    page.wait_for_function(
+        "id => !document.getElementById(id).hasAttribute('aria-busy')",
+        arg=region_id,
+        timeout=REFRESH_MS * 30,
+    )
+
+
 @pytest.fixture
 def queue_with_messages(dashboard):
     """A queue of this test's own with five messages (actions on it touch nothing else)."""
@@ -260,19 +278,18 @@ def test_regions_refresh_by_fragment_and_pause_while_hidden(dashboard, context):
     p.goto(dashboard.url + "/")
     regions = p.locator("section[data-refresh]")
     assert regions.count() >= 1
-    settle(p, 3.5)
-    assert len(fragment_requests(w)) >= 2
+    wait_for_refreshes(w, 0, 2)
 
     p.evaluate("window.__setHidden(true)")
-    p.wait_for_timeout(200)  # a request already under way may finish
+    for region in regions.evaluate_all("ss => ss.map(s => s.id)"):
+        wait_refresh_idle(p, region)  # a request already under way may finish
     mark = len(w.requests)
-    settle(p, 4)
+    settle(p, 4)  # (nothing may happen: four intervals pass with no refresh)
     assert fragment_requests(w, mark) == []
 
     mark = len(w.requests)
     p.evaluate("window.__setHidden(false)")
-    settle(p, 3)
-    assert len(fragment_requests(w, mark)) >= 2
+    wait_for_refreshes(w, mark, 2)
     assert w.errors == []
 
 
@@ -291,18 +308,17 @@ def test_refresh_pauses_while_a_bulk_box_is_checked(dashboard, page):
     p.goto(dashboard.url + "/jobs?status=failed")
     box = p.locator("input[data-bulk]").first
     box.wait_for(state="visible")
-    settle(p, 3)
-    assert fragment_requests(w)
+    wait_for_refreshes(w, 0)
     box.check()
-    p.wait_for_timeout(200)
+    # (A refresh already in flight when the box was checked is dropped, not swapped in.)
+    for region in ("failed", "enqueued"):
+        wait_refresh_idle(p, region)
     mark = len(w.requests)
-    settle(p, 4)
+    settle(p, 4)  # (nothing may happen: four intervals pass with no refresh)
     assert fragment_requests(w, mark) == []
     assert box.is_checked()  # the selection survived
     box.uncheck()
-    mark = len(w.requests)
-    settle(p, 3)
-    assert fragment_requests(w, mark)
+    wait_for_refreshes(w, len(w.requests))
 
 
 def test_refresh_skips_a_region_whose_details_are_open(dashboard, page):
@@ -322,18 +338,43 @@ def test_refresh_skips_a_region_whose_details_are_open(dashboard, page):
             "s => s.insertAdjacentHTML('beforeend', '<details><summary>More</summary><p>x</p></details>')"
         )
     region_id = first.get_attribute("id")
+    other_id = next(i for i in regions.evaluate_all("ss => ss.map(s => s.id)") if i != region_id)
     first.locator("details > summary").first.click()
     assert first.locator("details[open]").count() == 1
-    p.wait_for_timeout(200)
+    # (A refresh of the region already in flight when it opened is dropped, not swapped in.)
+    wait_refresh_idle(p, region_id)
     mark = len(w.requests)
-    settle(p, 4)
+    wait_for_refreshes(w, mark, 2, other_id)  # two more rounds: the other regions go on
     assert fragment_requests(w, mark, region_id) == []
-    assert len(fragment_requests(w, mark)) >= 2  # the other regions go on
     assert first.locator("details[open]").count() == 1
     first.locator("details > summary").first.click()
-    mark = len(w.requests)
-    settle(p, 3)
-    assert fragment_requests(w, mark, region_id)
+    wait_for_refreshes(w, len(w.requests), 1, region_id)
+
+
+def test_a_refresh_in_flight_when_details_open_leaves_them_open(dashboard, page):
+    """A region's refresh is on its way when the user opens a <details> in it: its answer is
+    not swapped in (that would close what was just opened)."""
+    p = page.page
+    w = page
+    held = []
+
+    def health(url: str) -> bool:
+        return "fragment=health" in url
+
+    p.route(health, lambda route: held.append(route))
+    p.goto(dashboard.url + "/")
+    region = p.locator("section#health")
+    deadline = time.monotonic() + REFRESH_MS * 30 / 1000
+    while not held:  # a refresh of the region is on its way (held here)
+        assert time.monotonic() < deadline, "no refresh of the health region"
+        p.wait_for_timeout(50)
+    region.locator("details > summary").first.click()
+    assert region.locator("details[open]").count() == 1
+    held[0].continue_()
+    p.unroute(health)
+    wait_refresh_idle(p, "health")
+    assert region.locator("details[open]").count() == 1
+    assert w.errors == []
 
 
 def test_refresh_pauses_while_the_confirm_dialog_is_open(dashboard, page, queue_with_messages):
@@ -342,14 +383,14 @@ def test_refresh_pauses_while_the_confirm_dialog_is_open(dashboard, page, queue_
     w = page
     p.goto(dashboard.url + f"/queues/{q}")
     purge_form(p).locator("button[type=submit], button:not([type])").first.click()
-    p.wait_for_timeout(200)
+    p.locator("dialog#pgbus-confirm[open]").wait_for()
+    for region in p.locator("section[data-refresh]").evaluate_all("ss => ss.map(s => s.id)"):
+        wait_refresh_idle(p, region)
     mark = len(w.requests)
-    settle(p, 4)
+    settle(p, 4)  # (nothing may happen: four intervals pass with no refresh)
     assert fragment_requests(w, mark) == []
     p.keyboard.press("Escape")
-    mark = len(w.requests)
-    settle(p, 3)
-    assert fragment_requests(w, mark)
+    wait_for_refreshes(w, len(w.requests))
 
 
 # -- toasts ----------------------------------------------------------------------------------
