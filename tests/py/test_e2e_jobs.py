@@ -206,9 +206,10 @@ def test_postgres_restart_while_two_workers_process_a_backlog(procs):
             with psycopg.connect(server.url) as c:
                 return count_effects(c, "done")
 
-        wait_until(lambda: done() >= 300, timeout=60, what="some progress")
+        # (Deadlines for a loaded machine: two workers' start-up and 3,000 jobs can take minutes.)
+        wait_until(lambda: done() >= 300, timeout=120, what="some progress")
         server.restart()
-        wait_until(lambda: done() == 3000, timeout=180, what="all 3000 jobs")
+        wait_until(lambda: done() == 3000, timeout=360, interval=0.5, what="all 3000 jobs")
         with psycopg.connect(server.url) as c:
             assert c.execute("SELECT count(DISTINCT key), count(*) FROM effects").fetchone() == (
                 3000,
