@@ -15,6 +15,11 @@
 -- A read takes the messages that became visible first (by vt, through PGMQ's index on it)
 -- rather than the lowest ids: with a million delayed messages in a queue (steps waiting for
 -- days) it reads the few that are due instead of walking past all the others.
+-- A read and an archive never scan the queue's table (enable_seqscan is off inside them): a
+-- session keeps the plan it made while its queue was empty, where a scan of the one page was
+-- the cheapest, and with that plan every read of a later burst walked the whole queue twice,
+-- and every archive once, until autovacuum next looked at the table. Through the indexes, a
+-- nearly empty queue costs a page or two more.
 -- The hot paths (enqueueing one job, reading, a workflow step's send and archive) use these;
 -- the rarer bulk and maintenance paths call PGMQ's functions.
 
@@ -66,7 +71,7 @@ DECLARE
         E'EXECUTE %s INTO id USING queue_name, body, visible_at;\nRETURN id;');
     PERFORM pgbus.queue_function_define(
         $h$pgbus.queue_read(queue_name text, vt_seconds integer, qty integer)
-RETURNS SETOF pgmq.message_record LANGUAGE plpgsql AS $fn$$h$,
+RETURNS SETOF pgmq.message_record LANGUAGE plpgsql SET enable_seqscan = off AS $fn$$h$,
         -- ("(SELECT clock_timestamp())" is taken once, so the index can use it; clock_timestamp()
         -- itself would be a filter on every row.)
         $s$WITH due AS (
@@ -84,7 +89,7 @@ RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.last_read_at, m.vt, m.message, m
         'RETURN QUERY EXECUTE %s USING queue_name, vt_seconds, qty;');
     PERFORM pgbus.queue_function_define(
         $h$pgbus.queue_archive(queue_name text, id bigint)
-RETURNS boolean LANGUAGE plpgsql AS $fn$
+RETURNS boolean LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 DECLARE
     archived bigint;$h$,
         $s$WITH gone AS (
