@@ -20,6 +20,64 @@ BEGIN
 END;
 $$;
 
+-- A queue's insert notification, PGMQ's (the channel pgmq.q_<queue>.INSERT, at most one per
+-- throttle interval through pgmq.notify_insert_throttle) without its wait: PGMQ's trigger
+-- updates the queue's throttle row, so while a transaction that notified is still open, every
+-- other send to the queue waits for it to end (a step's end behind another's commit; any send
+-- behind an application transaction that enqueued and went on working). Here a send that finds
+-- the row locked goes on without notifying: the transaction holding it notifies when it commits,
+-- and a worker that misses a wake-up polls. (If that transaction rolls back, the wake-up is
+-- missed likewise.)
+CREATE OR REPLACE FUNCTION pgbus.queue_notify_listeners()
+RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM pgmq.notify_insert_throttle t
+    WHERE t.queue_name = substring(TG_TABLE_NAME FROM 3)
+      AND (t.throttle_interval_ms = 0
+           OR clock_timestamp() - t.last_notified_at >= t.throttle_interval_ms * interval '1 millisecond')
+    FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE pgmq.notify_insert_throttle t SET last_notified_at = clock_timestamp()
+        WHERE t.queue_name = substring(TG_TABLE_NAME FROM 3);
+        PERFORM pg_notify('pgmq.' || TG_TABLE_NAME || '.' || TG_OP, NULL);
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+-- Puts pgbus.queue_notify_listeners in place of PGMQ's notification trigger on every queue
+-- table that has PGMQ's (same trigger name, so pgmq.disable_notify_insert still removes it),
+-- or on `only_queue`'s; returns how many it changed. Run by `pgbus db migrate` (once per queue:
+-- the swap locks the table briefly) and by ensure_queue; a queue table this role does not own
+-- keeps PGMQ's trigger.
+CREATE OR REPLACE FUNCTION pgbus.queue_notify_adopt(only_queue text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    tbl text;
+    changed integer := 0;
+BEGIN
+    FOR tbl IN
+        SELECT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE c.relnamespace = 'pgmq'::regnamespace AND t.tgname = 'trigger_notify_queue_insert_listeners'
+          AND t.tgfoid = 'pgmq.notify_queue_listeners'::regproc
+          AND (only_queue IS NULL OR c.relname = pgmq.format_table_name(only_queue, 'q'))
+        ORDER BY c.relname
+    LOOP
+        BEGIN
+            EXECUTE format('DROP TRIGGER trigger_notify_queue_insert_listeners ON pgmq.%1$I;'
+                           ' CREATE TRIGGER trigger_notify_queue_insert_listeners AFTER INSERT ON pgmq.%1$I'
+                           ' FOR EACH ROW EXECUTE FUNCTION pgbus.queue_notify_listeners()', tbl);
+            changed := changed + 1;
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN changed;
+END;
+$$;
+
 -- Creates a PGMQ queue (with insert notifications when asked) unless it exists; true when it
 -- created it. Safe when several sessions create the same queue at the same moment.
 CREATE OR REPLACE FUNCTION pgbus.ensure_queue(queue text, notify boolean DEFAULT true)
@@ -37,6 +95,7 @@ BEGIN
     PERFORM pgmq.create(queue);
     IF notify THEN
         PERFORM pgmq.enable_notify_insert(queue, 250);
+        PERFORM pgbus.queue_notify_adopt(only_queue => queue);
     END IF;
     BEGIN
         PERFORM pgbus.queue_functions_refresh();
@@ -201,3 +260,5 @@ LANGUAGE sql VOLATILE AS $$
                                                       * (1 + jitter * (2 * random() - 1)))))
     FROM (SELECT extract(epoch FROM base)::float8 AS b, extract(epoch FROM cap)::float8 AS c) AS secs
 $$;
+
+SELECT pgbus.queue_notify_adopt();
