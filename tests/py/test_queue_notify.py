@@ -46,9 +46,10 @@ def test_pgmqs_own_trigger_made_the_second_sender_wait(db_url, queue):
 
 def test_a_listener_is_woken_by_a_send_and_again_after_the_interval(db_url, queue):
     channel = f"pgmq.q_{queue}.INSERT"
-    with psycopg.connect(db_url, autocommit=True) as listener, psycopg.connect(
-        db_url, autocommit=True
-    ) as sender:
+    with (
+        psycopg.connect(db_url, autocommit=True) as listener,
+        psycopg.connect(db_url, autocommit=True) as sender,
+    ):
         listener.execute(f'LISTEN "{channel}"')
         _send(sender)
         assert [n.channel for n in listener.notifies(timeout=5, stop_after=1)] == [channel]
