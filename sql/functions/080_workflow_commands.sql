@@ -101,21 +101,53 @@ $$;
 DROP FUNCTION IF EXISTS pgbus.workflow_stuck(interval, interval);
 DROP FUNCTION IF EXISTS pgbus.workflow_stuck(interval, interval, interval);
 
+-- The open attempts that leave their run stuck (the classification's one definition, beside
+-- the paused runs): a running attempt past its timeout (or stall_threshold), a scheduled one
+-- due longer than overdue_after ago, a waiting one waiting longer than waiting_threshold. Each
+-- with the run status it implies (a run whose status differs has moved on: not stuck through
+-- it), why, its error class and since when. With only_class, attempts of other classes are left
+-- out (run_class, written once as the run's class; NULL on attempts older than that column).
+-- An attempt starts, waits or is overdue only at or after its scheduled_at, so only open
+-- attempts due longer ago than the smallest threshold (workflow_steps_open_idx) can be stuck,
+-- besides those with a timeout of their own (workflow_steps_open_timed_idx).
+CREATE OR REPLACE FUNCTION pgbus.workflow_stuck_attempts(
+    stall_threshold interval, overdue_after interval, waiting_threshold interval,
+    only_class text DEFAULT NULL
+) RETURNS TABLE (step_id bigint, workflow_id uuid, run_status text, reason text,
+                 error_class text, since timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT s.step_id, s.workflow_id,
+           CASE s.status WHEN 'scheduled' THEN 'ready' ELSE s.status END,
+           CASE s.status WHEN 'running' THEN 'stalled' WHEN 'waiting' THEN 'waiting_overdue'
+                         ELSE 'overdue' END,
+           s.error_class,
+           CASE s.status WHEN 'running' THEN s.started_at WHEN 'waiting' THEN s.waiting_since
+                         ELSE s.scheduled_at END
+    FROM (SELECT o.* FROM pgbus.workflow_steps o
+          WHERE o.ended_at IS NULL
+            AND o.scheduled_at < now() - least(stall_threshold, overdue_after, waiting_threshold)
+          UNION ALL
+          SELECT o.* FROM pgbus.workflow_steps o
+          WHERE o.ended_at IS NULL AND o.timeout IS NOT NULL
+            AND o.scheduled_at >= now() - least(stall_threshold, overdue_after, waiting_threshold)) s
+    WHERE (only_class IS NULL OR s.run_class = only_class OR s.run_class IS NULL)
+      AND ((s.status = 'running' AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
+           OR (s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
+           OR (s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold))
+$$;
+
 -- Runs that need a person, with why: paused_error (a step failed and the run paused),
 -- stalled (its worker died or a step hung: paused by the stall action, or running past its
 -- timeout / the stall threshold), paused_manual (paused by a step or an operator), overdue (its
 -- step was due more than overdue_after ago and has not started), waiting_overdue (its step has
 -- waited longer than waiting_threshold). Only the runs of only_class when it is given. The
--- gauge, the attention page and its bulk actions, the home card and MCP all read this.
+-- gauge, the attention page and its bulk actions, the home card, insights and MCP all read
+-- this, or (counting per class) its two parts: the paused runs and workflow_stuck_attempts.
 --
 -- Set-based, never a look-up per ongoing run: paused runs come from workflows_paused_idx with
--- their error class on the run; the others from their open attempt. An attempt starts, waits
--- or is overdue only at or after its scheduled_at, so only open attempts due longer ago than
--- the smallest threshold (workflow_steps_open_idx) can be stuck, besides those with a timeout
--- of their own (workflow_steps_open_timed_idx). Each such attempt's run is looked up through
--- workflows_ongoing_id_idx (ongoing runs only: a smaller index than the primary key); with
--- only_class, attempts of other classes (run_class, written once as the run's class) are
--- dropped before that look-up.
+-- their error class on the run; the others from their open attempt (workflow_stuck_attempts),
+-- whose run is looked up through workflows_ongoing_id_idx (ongoing runs only: a smaller index
+-- than the primary key) and must still be at that attempt, in the status it implies.
 CREATE OR REPLACE FUNCTION pgbus.workflow_stuck(
     stall_threshold interval DEFAULT interval '15 minutes',
     overdue_after interval DEFAULT interval '5 minutes',
@@ -132,27 +164,11 @@ LANGUAGE sql STABLE AS $$
     WHERE w.pause_cause IS NOT NULL AND w.ended_at IS NULL  -- (paused: workflows_paused_idx)
       AND (only_class IS NULL OR w.workflow_class = only_class)
     UNION ALL
-    SELECT w.workflow_id, w.workflow_class, w.current_step,
-           CASE w.status WHEN 'running' THEN 'stalled' WHEN 'waiting' THEN 'waiting_overdue'
-                         ELSE 'overdue' END,
-           s.error_class,
-           CASE w.status WHEN 'running' THEN s.started_at WHEN 'waiting' THEN s.waiting_since
-                         ELSE s.scheduled_at END
-    FROM (SELECT o.* FROM pgbus.workflow_steps o
-          WHERE o.ended_at IS NULL
-            AND o.scheduled_at < now() - least(stall_threshold, overdue_after, waiting_threshold)
-          UNION ALL
-          SELECT o.* FROM pgbus.workflow_steps o
-          WHERE o.ended_at IS NULL AND o.timeout IS NOT NULL
-            AND o.scheduled_at >= now() - least(stall_threshold, overdue_after, waiting_threshold)) s
-    JOIN pgbus.workflows w ON w.workflow_id = s.workflow_id AND w.current_step_id = s.step_id
-    WHERE w.ended_at IS NULL AND w.pause_cause IS NULL
-      AND (only_class IS NULL OR (w.workflow_class = only_class
-                                  AND (s.run_class = only_class OR s.run_class IS NULL)))
-      AND ((w.status = 'running' AND s.status = 'running'
-            AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
-           OR (w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
-           OR (w.status = 'waiting' AND s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold))
+    SELECT w.workflow_id, w.workflow_class, w.current_step, a.reason, a.error_class, a.since
+    FROM pgbus.workflow_stuck_attempts(stall_threshold, overdue_after, waiting_threshold, only_class) a
+    JOIN pgbus.workflows w ON w.workflow_id = a.workflow_id AND w.current_step_id = a.step_id
+    WHERE w.ended_at IS NULL AND w.pause_cause IS NULL AND w.status = a.run_status
+      AND (only_class IS NULL OR w.workflow_class = only_class)
 $$;
 
 -- (The sweep, one function per repair: sql/functions/086_workflow_sweep.sql.)
