@@ -3,7 +3,7 @@
 -- (Split from workflow_commands.sql; its shared set-up comes first.)
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(18);
+SELECT plan(20);
 \ir ../include/workflow_commands_setup.psql
 -------------------------------------------------------------------------------------------------
 -- workflow_stuck (classes t_wfc_st_*)
@@ -52,6 +52,19 @@ SELECT set_eq(
              (pg_temp.run('st_manual'), 't_wfc_st_manual', 'a', 'paused_manual', NULL),
              (pg_temp.run('st_overdue'), 't_wfc_st_overdue', 'a', 'overdue', NULL)$$,
     'workflow_stuck: each stuck run once with its reason (paused_error, stalled x3, paused_manual, overdue); healthy runs not');
+SELECT set_eq(
+    $$SELECT a.step_id, a.workflow_id, a.run_status, a.reason, a.since
+      FROM pgbus.workflow_stuck_attempts(interval '15 minutes', interval '5 minutes', interval '7 days') a
+      JOIN pgbus.workflow_steps s USING (step_id) WHERE s.run_class LIKE 't\_wfc\_st\_%'$$,
+    $$VALUES (pg_temp.cur('st_timeout'), pg_temp.run('st_timeout'), 'running', 'stalled', now() - interval '2 minutes'),
+             (pg_temp.cur('st_threshold'), pg_temp.run('st_threshold'), 'running', 'stalled', now() - interval '20 minutes'),
+             (pg_temp.cur('st_overdue'), pg_temp.run('st_overdue'), 'ready', 'overdue', now() - interval '10 minutes')$$,
+    'workflow_stuck_attempts: the open attempts past their thresholds, each with the run status it implies, why and since when');
+SELECT set_eq(
+    $$SELECT step_id FROM pgbus.workflow_stuck_attempts(interval '15 minutes', interval '5 minutes', interval '7 days',
+                                                        only_class => 't_wfc_st_overdue')$$,
+    $$VALUES (pg_temp.cur('st_overdue'))$$,
+    'workflow_stuck_attempts(only_class): only that class''s');
 SELECT results_eq(
     $$SELECT reason, since FROM pgbus.workflow_stuck() WHERE workflow_id IN (pg_temp.run('st_timeout'), pg_temp.run('st_overdue'))
       ORDER BY reason$$,
