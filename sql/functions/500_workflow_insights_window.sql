@@ -134,14 +134,18 @@ LANGUAGE sql STABLE AS $$
     SELECT coalesce(current_setting('pgbus.insights_rollup', true), '') NOT IN ('off', 'false', '0')
 $$;
 
--- The rolled-up hours wholly inside [since, until), as ranges.
+-- The rolled-up hours wholly inside [since, until), as ranges. (The helpers below that a page
+-- calls and the planner cannot inline are PL/pgSQL, so that their queries' plans are kept for
+-- the session: a LANGUAGE sql function's body is parsed and planned again on every call.)
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_covered(since timestamptz, until timestamptz)
 RETURNS tstzmultirange
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
-    FROM pgbus.workflow_insights_hours h
-    WHERE pgbus.workflow_insights_rollup_on()
-      AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour'
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
+            FROM pgbus.workflow_insights_hours h
+            WHERE pgbus.workflow_insights_rollup_on()
+              AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour');
+END;
 $$;
 
 -- The parts of [since, until) to read live: the window less its rolled-up hours. (PL/pgSQL,
@@ -201,13 +205,15 @@ $$;
 -- inside it too (the live query would count every one of them).
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_funnel_covered(since timestamptz, until timestamptz)
 RETURNS tstzmultirange
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
-    FROM pgbus.workflow_insights_funnel_hours h
-    WHERE pgbus.workflow_insights_rollup_on()
-      AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour'
-      AND (h.first_ended IS NULL OR h.first_ended >= $1)
-      AND (h.last_created IS NULL OR h.last_created < $2)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
+            FROM pgbus.workflow_insights_funnel_hours h
+            WHERE pgbus.workflow_insights_rollup_on()
+              AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour'
+              AND (h.first_ended IS NULL OR h.first_ended >= $1)
+              AND (h.last_created IS NULL OR h.last_created < $2));
+END;
 $$;
 
 -- The runs of a class created in [since, until) that the funnel reads live: all of those
@@ -245,15 +251,17 @@ $$;
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_bucket_hours(
     since timestamptz, until timestamptz, bucket text, time_zone text, by_creation boolean
 ) RETURNS tstzmultirange
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
-    FROM (SELECT e.hour FROM pgbus.workflow_insights_hours e WHERE NOT $5
-          UNION ALL
-          SELECT f.hour FROM pgbus.workflow_insights_funnel_hours f WHERE $5) h
-    WHERE pgbus.workflow_insights_rollup_on()
-      AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour'
-      AND pgbus.workflow_insights_bucket(h.hour, $3, $4)
-          = pgbus.workflow_insights_bucket(h.hour + interval '1 hour' - interval '1 microsecond', $3, $4)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(range_agg(tstzrange(h.hour, h.hour + interval '1 hour')), '{}'::tstzmultirange)
+            FROM (SELECT e.hour FROM pgbus.workflow_insights_hours e WHERE NOT $5
+                  UNION ALL
+                  SELECT f.hour FROM pgbus.workflow_insights_funnel_hours f WHERE $5) h
+            WHERE pgbus.workflow_insights_rollup_on()
+              AND h.hour >= $1 AND h.hour <= $2 - interval '1 hour'
+              AND pgbus.workflow_insights_bucket(h.hour, $3, $4)
+                  = pgbus.workflow_insights_bucket(h.hour + interval '1 hour' - interval '1 microsecond', $3, $4));
+END;
 $$;
 
 -- What pgbus.workflow_class_throughput reads live: runs of the class created in [since, until)
@@ -300,17 +308,36 @@ $$;
 -- below compute exactly that. The values are finite (no NaN, no NULL: the rollup leaves NULLs
 -- out).
 
--- percentile_cont(fractions) of one sorted array, by position.
+-- percentile_cont(fractions) of one sorted array, by position (NULL for no values). (PL/pgSQL
+-- expressions, no query: called for every step of a page.)
 CREATE OR REPLACE FUNCTION pgbus.insights_sorted_percentiles(sorted double precision[], fractions double precision[])
 RETURNS double precision[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN cardinality($1) > 0 THEN ARRAY(
-        SELECT CASE WHEN x.prop = 0 THEN $1[x.lo] ELSE $1[x.lo] + (x.prop * ($1[x.hi] - $1[x.lo])) END
-        FROM unnest($2) WITH ORDINALITY AS p(p, o)
-        CROSS JOIN LATERAL (SELECT p.p * (cardinality($1) - 1)::double precision AS pos) q
-        CROSS JOIN LATERAL (SELECT 1 + floor(q.pos)::integer AS lo, 1 + ceil(q.pos)::integer AS hi,
-                                   q.pos - floor(q.pos) AS prop) x
-        ORDER BY p.o) END
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    n integer := cardinality(sorted);
+    f double precision;
+    pos double precision;
+    lo integer;
+    prop double precision;
+    answer double precision[] := '{}';
+BEGIN
+    IF n IS NULL OR n = 0 THEN
+        RETURN NULL;
+    ELSIF fractions IS NULL THEN
+        RETURN answer;
+    END IF;
+    FOREACH f IN ARRAY fractions LOOP
+        pos := f * (n - 1)::double precision;
+        lo := 1 + floor(pos)::integer;
+        prop := pos - floor(pos);
+        IF prop = 0 THEN
+            answer := answer || sorted[lo];
+        ELSE
+            answer := answer || (sorted[lo] + (prop * (sorted[1 + ceil(pos)::integer] - sorted[lo])));
+        END IF;
+    END LOOP;
+    RETURN answer;
+END;
 $$;
 
 -- percentile_cont(fractions) of every value of the lists, each list sorted ascending. One list:
@@ -326,6 +353,8 @@ RETURNS double precision[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     longest integer;
+    size bigint;
+    most bigint := -1;
     big double precision[];
     others double precision[];
     n bigint;
@@ -339,24 +368,30 @@ DECLARE
 BEGIN
     IF cardinality(lists) = 1 THEN
         RETURN pgbus.insights_sorted_percentiles(coalesce((lists[1]).v, '{}'), fractions);
-    END IF;
-    SELECT l.i INTO longest FROM unnest(lists) WITH ORDINALITY AS l(v, i)
-    ORDER BY coalesce(cardinality(l.v), 0) DESC, l.i LIMIT 1;
-    IF longest IS NULL THEN
+    ELSIF coalesce(cardinality(lists), 0) = 0 THEN
         RETURN NULL;
     END IF;
-    big := coalesce((lists[longest]).v, '{}');
-    others := ARRAY(SELECT x FROM unnest(lists) WITH ORDINALITY AS l(v, i), unnest(l.v) x WHERE l.i <> longest);
-    t := cardinality(others);
-    n := cardinality(big) + t;
+    -- The longest list (the first of the longest) and how many values in all, without a query.
+    n := 0;
+    FOR i IN 1 .. cardinality(lists) LOOP
+        size := coalesce(cardinality((lists[i]).v), 0);
+        n := n + size;
+        IF size > most THEN
+            most := size;
+            longest := i;
+        END IF;
+    END LOOP;
+    t := n - most;
     IF n = 0 THEN
         RETURN NULL;
     ELSIF t = 0 THEN
-        RETURN pgbus.insights_sorted_percentiles(big, fractions);
+        RETURN pgbus.insights_sorted_percentiles((lists[longest]).v, fractions);
     ELSIF n <= 2048 OR (2 * t + 1) * 2 * cardinality(fractions) > n THEN
-        RETURN (SELECT percentile_cont(fractions) WITHIN GROUP (ORDER BY c.x)
-                FROM (SELECT unnest(big) AS x UNION ALL SELECT unnest(others)) c);
+        -- (The same values in any order: percentile_cont sorts them.)
+        RETURN (SELECT percentile_cont(fractions) WITHIN GROUP (ORDER BY x) FROM unnest(lists) l, unnest(l.v) x);
     END IF;
+    big := (lists[longest]).v;
+    others := ARRAY(SELECT x FROM unnest(lists) WITH ORDINALITY AS l(v, i), unnest(l.v) x WHERE l.i <> longest);
     FOR i IN 1 .. cardinality(fractions) LOOP
         pos := fractions[i] * (n - 1)::double precision;
         r := 1 + floor(pos)::bigint;
@@ -399,10 +434,12 @@ $$;
 -- none since it was built (a forgotten hour is deleted; one rolled up again has a higher number).
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_span_valid(s pgbus.workflow_insights_spans)
 RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT count(*) = extract(epoch FROM $1.to_hour - $1.from_hour) / 3600
-    FROM pgbus.workflow_insights_hours h
-    WHERE h.hour >= $1.from_hour AND h.hour < $1.to_hour AND coalesce(h.rolled_seq, 0) < $1.built_seq
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT count(*) = extract(epoch FROM s.to_hour - s.from_hour) / 3600
+            FROM pgbus.workflow_insights_hours h
+            WHERE h.hour >= s.from_hour AND h.hour < s.to_hour AND coalesce(h.rolled_seq, 0) < s.built_seq);
+END;
 $$;
 
 -- The span a window [since, until) reads: the longest valid one wholly inside it (none when the

@@ -2,23 +2,32 @@
 -- pgbus_workflow_stats, one function per block. Window, retention and as_of: see
 -- 500_workflow_insights_window.sql. Each block answers a jsonb object that repeats the window
 -- ("window", "since", "until", "capped").
+--
+-- The blocks run with plan_cache_mode = force_generic_plan: each of their statements is planned
+-- once per session, not again on every call for its arguments (planning was about half of a
+-- day's page). Their plans do not depend on the arguments' values: index ranges of one class
+-- and window. (pgbus.workflow_stuck's count is planned on each call for its class: EXECUTE.)
 
 -- Whether any definition or run has this class name (the page answers 404 otherwise).
+-- (PL/pgSQL, as the other helpers a page calls that the planner cannot inline: their plans are
+-- kept for the session, where a LANGUAGE sql function's body is parsed and planned on each call.)
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_exists(workflow_class text) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM pgbus.workflow_definitions d WHERE d.workflow_class = $1)
-        OR EXISTS (SELECT 1 FROM pgbus.workflows w WHERE w.workflow_class = $1)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pgbus.workflow_definitions d WHERE d.workflow_class = $1)
+        OR EXISTS (SELECT 1 FROM pgbus.workflows w WHERE w.workflow_class = $1);
+END;
 $$;
 
 -- The figures of a group of attempts (attempts n, of which failed: an error was recorded;
 -- reattempted: ended with reattempt; skipped), rates in percent, "few_samples" under 20
 -- attempts, and p50/p95/p99 of run time (started -> ended) and pickup latency (scheduled ->
--- started) in seconds.
+-- started) in seconds. (STABLE as jsonb_build_object is, so that the planner inlines it.)
 CREATE OR REPLACE FUNCTION pgbus.workflow_step_figures(
     n bigint, failed bigint, reattempted bigint, skipped bigint,
     run_time double precision[], pickup double precision[]
 ) RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'attempts', coalesce($1, 0), 'failed', coalesce($2, 0),
         'reattempted', coalesce($3, 0), 'skipped', coalesce($4, 0),
@@ -36,10 +45,14 @@ $$;
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_window_json(
     window_name text, retention interval, as_of timestamptz
 ) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT jsonb_build_object('window', w.label, 'since', w.since, 'until', w.until,
-                              'capped', w.capped, 'bucket', w.bucket)
-    FROM pgbus.workflow_insights_window($1, $2, $3) w
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    w record;
+BEGIN
+    SELECT * INTO w FROM pgbus.workflow_insights_window(window_name, retention, as_of);
+    RETURN jsonb_build_object('window', w.label, 'since', w.since, 'until', w.until,
+                              'capped', w.capped, 'bucket', w.bucket);
+END;
 $$;
 
 -- The figures (pgbus.workflow_step_figures' inputs) of a class's attempts that ended in
@@ -82,21 +95,43 @@ LANGUAGE sql STABLE AS $$
         FROM span JOIN pgbus.workflow_insights_span_attempts a ON a.span_id = span.span_id
         WHERE a.run_class = $1
     )
-    SELECT p.app_revision, p.step_name, true, min(p.first_id), min(p.first_seen), max(p.last_seen),
-           sum(p.n)::bigint, sum(p.failed)::bigint, sum(p.reattempted)::bigint, sum(p.skipped)::bigint,
-           pgbus.insights_percentiles(array_agg(ROW(p.run_times)::pgbus.insights_values), '{0.5, 0.95, 0.99}'),
-           pgbus.insights_percentiles(array_agg(ROW(p.pickups)::pgbus.insights_values), '{0.5, 0.95, 0.99}')
-    FROM parts p
-    WHERE p.per_revision IS NOT FALSE AND p.app_revision IS NOT NULL
-    GROUP BY p.app_revision, p.step_name
-    UNION ALL
-    SELECT NULL, p.step_name, false, min(p.first_id), min(p.first_seen), max(p.last_seen),
-           sum(p.n)::bigint, sum(p.failed)::bigint, sum(p.reattempted)::bigint, sum(p.skipped)::bigint,
-           pgbus.insights_percentiles(array_agg(ROW(p.run_times)::pgbus.insights_values), '{0.5, 0.95, 0.99}'),
-           pgbus.insights_percentiles(array_agg(ROW(p.pickups)::pgbus.insights_values), '{0.5, 0.95, 0.99}')
-    FROM parts p
-    WHERE p.per_revision IS NOT TRUE
-    GROUP BY p.step_name
+    SELECT g.app_revision, g.step_name, g.per_revision, g.first_id, g.first_seen, g.last_seen,
+           g.n, g.failed, g.reattempted, g.skipped,
+           -- (A group of up to 2,048 values in several lists, a day's, is sorted right here, as
+           -- percentile_cont sorts them: one sort per group inside this statement. Larger ones
+           -- and a single list select their percentiles from the sorted lists. The answers are
+           -- the same.)
+           CASE WHEN g.run_time_n <= 2048 AND g.run_time_lists > 1
+                THEN (SELECT percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY u.x)
+                      FROM (SELECT unnest(l.v) AS x FROM unnest(g.run_times) l) u)
+                ELSE pgbus.insights_percentiles(g.run_times, '{0.5, 0.95, 0.99}') END,
+           CASE WHEN g.pickup_n <= 2048 AND g.pickup_lists > 1
+                THEN (SELECT percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY u.x)
+                      FROM (SELECT unnest(l.v) AS x FROM unnest(g.pickups) l) u)
+                ELSE pgbus.insights_percentiles(g.pickups, '{0.5, 0.95, 0.99}') END
+    FROM (
+        SELECT p.app_revision, p.step_name, true AS per_revision, min(p.first_id) AS first_id,
+               min(p.first_seen) AS first_seen, max(p.last_seen) AS last_seen,
+               sum(p.n)::bigint AS n, sum(p.failed)::bigint AS failed, sum(p.reattempted)::bigint AS reattempted,
+               sum(p.skipped)::bigint AS skipped,
+               array_agg(ROW(p.run_times)::pgbus.insights_values) AS run_times, sum(cardinality(p.run_times)) AS run_time_n,
+               count(*) FILTER (WHERE cardinality(p.run_times) > 0) AS run_time_lists,
+               array_agg(ROW(p.pickups)::pgbus.insights_values) AS pickups, sum(cardinality(p.pickups)) AS pickup_n,
+               count(*) FILTER (WHERE cardinality(p.pickups) > 0) AS pickup_lists
+        FROM parts p
+        WHERE p.per_revision IS NOT FALSE AND p.app_revision IS NOT NULL
+        GROUP BY p.app_revision, p.step_name
+        UNION ALL
+        SELECT NULL, p.step_name, false, min(p.first_id), min(p.first_seen), max(p.last_seen),
+               sum(p.n)::bigint, sum(p.failed)::bigint, sum(p.reattempted)::bigint, sum(p.skipped)::bigint,
+               array_agg(ROW(p.run_times)::pgbus.insights_values), sum(cardinality(p.run_times)),
+               count(*) FILTER (WHERE cardinality(p.run_times) > 0),
+               array_agg(ROW(p.pickups)::pgbus.insights_values), sum(cardinality(p.pickups)),
+               count(*) FILTER (WHERE cardinality(p.pickups) > 0)
+        FROM parts p
+        WHERE p.per_revision IS NOT TRUE
+        GROUP BY p.step_name
+    ) g
 $$;
 
 -- The "revisions" list of pgbus.workflow_class_revisions from the per-revision rows of
@@ -106,7 +141,9 @@ $$;
 -- "rose" (more than five points above it, compared unrounded).
 CREATE OR REPLACE FUNCTION pgbus.workflow_revisions_json(workflow_class text, figures jsonb, max_revisions integer)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
     WITH f AS (
         SELECT * FROM jsonb_to_recordset($2) AS x(app_revision text, step_name text, first_id bigint,
                                                   first_seen timestamptz, last_seen timestamptz, n bigint,
@@ -142,7 +179,8 @@ LANGUAGE sql STABLE AS $$
                          FROM compared c LEFT JOIN def d ON d.step_name = c.step_name
                          WHERE c.app_revision = r.app_revision))
                ORDER BY r.rank), '[]')
-    FROM ranked r WHERE r.rank <= greatest(1, least(coalesce($3, 5), 50))
+    FROM ranked r WHERE r.rank <= greatest(1, least(coalesce($3, 5), 50)));
+END;
 $$;
 
 -- The pipeline: the class's steps in order, each with the runs at it now and the figures of
@@ -168,7 +206,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_steps(
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 -- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
-SET work_mem = '64MB' SET jit = off AS $$
+SET work_mem = '64MB' SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     win record;
     registered boolean;
@@ -232,7 +270,7 @@ BEGIN
     INTO attention USING stall_threshold, overdue_after, waiting_threshold, workflow_class;
     RETURN jsonb_build_object(
                'workflow_class', workflow_class, 'registered', registered, 'attention', attention)
-           || pgbus.workflow_insights_window_json(window_name, retention, as_of)
+           || jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
            || jsonb_build_object('steps', steps)
            || CASE WHEN max_revisions IS NULL THEN '{}'::jsonb
                    ELSE jsonb_build_object('revisions', pgbus.workflow_revisions_json(
@@ -256,7 +294,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_throughput(
     retention interval DEFAULT interval '30 days',
     as_of timestamptz DEFAULT now()
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE SET jit = off AS $$
+LANGUAGE plpgsql STABLE SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     win record;
     tz text := coalesce(time_zone, current_setting('TimeZone'));
@@ -307,7 +345,7 @@ BEGIN
                ORDER BY b.bucket_start), '[]')
     INTO buckets
     FROM b LEFT JOIN started s ON s.k = b.bucket_start LEFT JOIN ended e ON e.k = b.bucket_start;
-    RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
+    RETURN jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
            || jsonb_build_object('workflow_class', workflow_class, 'time_zone', tz, 'buckets', buckets);
 END;
 $$;
@@ -323,7 +361,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_durations(
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 -- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
-SET work_mem = '64MB' SET jit = off AS $$
+SET work_mem = '64MB' SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     win record;
     answer jsonb;
@@ -372,7 +410,7 @@ BEGIN
                         ORDER BY bins.i) FROM pgbus.workflow_duration_bins() bins))
     INTO answer
     FROM p;
-    RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
+    RETURN jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
            || jsonb_build_object('workflow_class', workflow_class) || answer;
 END;
 $$;
@@ -390,7 +428,7 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_funnel(
     retention interval DEFAULT interval '30 days',
     as_of timestamptz DEFAULT now()
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE SET jit = off AS $$
+LANGUAGE plpgsql STABLE SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     win record;
     answer jsonb;
@@ -477,7 +515,7 @@ BEGIN
             LEFT JOIN reached rc ON rc.step_name = nm.step_name
             LEFT JOIN here h ON h.step_name = nm.step_name), '[]'))
     INTO answer;
-    RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
+    RETURN jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
            || jsonb_build_object('workflow_class', workflow_class) || answer;
 END;
 $$;
@@ -498,12 +536,12 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_class_revisions(
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 -- (Sorts for the percentiles stay in memory: a 30-day window of a busy class is ~100,000 rows.)
-SET work_mem = '64MB' SET jit = off AS $$
+SET work_mem = '64MB' SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     win record;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
-    RETURN pgbus.workflow_insights_window_json(window_name, retention, as_of)
+    RETURN jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
            || jsonb_build_object(
                   'workflow_class', workflow_class,
                   'revisions', pgbus.workflow_revisions_json(
