@@ -169,6 +169,24 @@ class Dashboard:
             counted_ago=counted_ago,
         )
         self.env.globals["page_count_limit"] = PAGE_COUNT_LIMIT
+        # Route paths by (root path, route name, parameter names), split into literal text and
+        # parameter names: url_for walks every route, and a page asks for a dozen paths.
+        self._path_shapes: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+        self._static_paths: dict[tuple[str, str], str] = {}  # (root path, asset): its path
+
+    def route_path(self, request: Request, name: str, /, **params: str) -> str:
+        """request.url_for(name, **params).path, the route's shape looked up once per process."""
+        if not all(PLAIN_PATH_PARAM.fullmatch(v) for v in params.values()):
+            return request.url_for(name, **params).path
+        keys = tuple(sorted(params))
+        key = (request.scope.get("root_path") or "", name, keys)
+        shape = self._path_shapes.get(key)
+        if shape is None:
+            # The route's path asked once with a marker for each parameter, split into literal
+            # text and parameter names (alternately).
+            marked = request.url_for(name, **{k: f"~pgbus-param-{k}~" for k in keys}).path
+            shape = self._path_shapes[key] = PATH_PARAM_MARKER.split(marked)
+        return "".join(part if i % 2 == 0 else params[part] for i, part in enumerate(shape))
 
     # -- rendering -----------------------------------------------------------------------
 
@@ -197,27 +215,17 @@ class Dashboard:
         return finish_response(request, response)
 
     def context(self, request: Request, **extra: Any) -> dict[str, Any]:
-        shapes: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-
-        def url_path(name: str, params: dict[str, str]) -> str:
-            if not all(PLAIN_PATH_PARAM.fullmatch(v) for v in params.values()):
-                return request.url_for(name, **params).path
-            keys = tuple(sorted(params))
-            shape = shapes.get((name, keys))
-            if shape is None:
-                # The route's path asked once with a marker for each parameter, split into
-                # literal text and parameter names (alternately).
-                marked = request.url_for(name, **{k: f"~pgbus-param-{k}~" for k in keys}).path
-                shape = shapes[(name, keys)] = PATH_PARAM_MARKER.split(marked)
-            return "".join(part if i % 2 == 0 else params[part] for i, part in enumerate(shape))
-
         def url(name: str, /, query: dict[str, Any] | None = None, **params: Any) -> str:
-            path = url_path(name, {k: str(v) for k, v in params.items()})
+            path = self.route_path(request, name, **{k: str(v) for k, v in params.items()})
             q = {k: v for k, v in (query or {}).items() if v not in (None, "")}
             return path + ("?" + urlencode(q) if q else "")
 
         def static_url(path: str) -> str:
-            return request.url_for("static", path=path).path
+            key = (request.scope.get("root_path") or "", path)
+            found = self._static_paths.get(key)
+            if found is None:
+                found = self._static_paths[key] = request.url_for("static", path=path).path
+            return found
 
         def fragment_url(region: str) -> str:
             q = [(k, v) for k, v in request.query_params.multi_items() if k != "fragment"]

@@ -167,12 +167,8 @@ def routes(d: Dashboard) -> list[Route]:
         )
 
     def list_url(request: Request, **filters: Any) -> str:
-        # (The list's path once per request: url_for walks every route, and a page has ~100 links.)
-        base = getattr(request.state, "workflows_path", None)
-        if base is None:
-            base = request.state.workflows_path = request.url_for("workflows").path
         q = {k: iso(v) for k, v in filters.items() if v is not None}
-        return base + "?" + _encode(q)
+        return d.route_path(request, "workflows") + "?" + _encode(q)
 
     def definitions(request: Request) -> Response:
         window = window_param(request)
@@ -215,7 +211,7 @@ def routes(d: Dashboard) -> list[Route]:
                 ended_from=r["since"],
                 ended_to=r["until"],
             ),
-            "stuck": request.url_for("workflows_attention").path
+            "stuck": d.route_path(request, "workflows_attention")
             + "?"
             + _encode({"workflow_class": cls}),
             "removed": [
@@ -282,7 +278,7 @@ def routes(d: Dashboard) -> list[Route]:
             steps=steps,
             funnel=block("funnel"),
             revisions=steps,
-            attention_url=request.url_for("workflows_attention").path
+            attention_url=d.route_path(request, "workflows_attention")
             + "?"
             + _encode({"workflow_class": cls}),
             link=link,

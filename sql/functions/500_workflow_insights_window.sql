@@ -229,17 +229,15 @@ BEGIN
         RETURN;
     END IF;
     FOR part IN SELECT lower(r) AS lo, upper(r) AS hi FROM unnest(tstzmultirange(tstzrange(since, until)) - covered) r LOOP
-        RETURN QUERY EXECUTE
-            'SELECT w.workflow_id, w.status, w.current_step, w.current_step_id FROM pgbus.workflows w
-             WHERE w.workflow_class = $1 AND w.created_at >= $2 AND w.created_at < $3'
-            USING workflow_class, part.lo, part.hi;
+        RETURN QUERY SELECT w.workflow_id, w.status, w.current_step, w.current_step_id FROM pgbus.workflows w
+                     WHERE w.workflow_class = workflow_funnel_live_runs.workflow_class
+                       AND w.created_at >= part.lo AND w.created_at < part.hi;
     END LOOP;
     IF NOT isempty(covered) THEN
-        RETURN QUERY EXECUTE
-            'SELECT w.workflow_id, w.status, w.current_step, w.current_step_id FROM pgbus.workflows w
-             WHERE w.workflow_class = $1 AND w.ended_at IS NULL AND w.created_at >= $2 AND w.created_at < $3
-               AND w.created_at <@ $4'
-            USING workflow_class, lower(covered), upper(covered), covered;
+        RETURN QUERY SELECT w.workflow_id, w.status, w.current_step, w.current_step_id FROM pgbus.workflows w
+                     WHERE w.workflow_class = workflow_funnel_live_runs.workflow_class AND w.ended_at IS NULL
+                       AND w.created_at >= lower(covered) AND w.created_at < upper(covered)
+                       AND w.created_at <@ covered;
     END IF;
 END;
 $$;

@@ -217,13 +217,12 @@ BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
     registered := EXISTS (SELECT 1 FROM pgbus.workflow_definitions d
                           WHERE d.workflow_class = workflow_class_steps.workflow_class);
-    figures := coalesce((SELECT jsonb_agg(to_jsonb(f))
-                         FROM pgbus.workflow_class_figures(workflow_class_steps.workflow_class, win.since, win.until) f), '[]');
-    WITH att AS (
-        SELECT f.* FROM jsonb_to_recordset(figures) AS f(step_name text, per_revision boolean, first_id bigint, n bigint,
-                                                        failed bigint, reattempted bigint, skipped bigint,
-                                                        run_time double precision[], pickup double precision[])
-        WHERE NOT f.per_revision
+    -- One statement: the figures per step for the pipeline and, per revision, for the revisions.
+    WITH fig AS MATERIALIZED (
+        SELECT * FROM pgbus.workflow_class_figures(workflow_class_steps.workflow_class, win.since, win.until)
+    ),
+    att AS (
+        SELECT f.* FROM fig f WHERE NOT f.per_revision
     ),
     now_ AS (
         SELECT w.current_step AS step_name, min(w.current_step_id) AS first_id,
@@ -259,8 +258,10 @@ BEGIN
                                   'ready', coalesce(nw.ready, 0), 'running', coalesce(nw.running, 0),
                                   'waiting', coalesce(nw.waiting, 0), 'paused', coalesce(nw.paused, 0))
                || pgbus.workflow_step_figures(a.n, a.failed, a.reattempted, a.skipped, a.run_time, a.pickup)
-               ORDER BY row_number), '[]')
-    INTO steps
+               ORDER BY row_number), '[]'),
+           CASE WHEN max_revisions IS NOT NULL
+                THEN (SELECT coalesce(jsonb_agg(to_jsonb(f)), '[]') FROM fig f WHERE f.per_revision) END
+    INTO steps, figures
     FROM (SELECT names.*, row_number() OVER (ORDER BY ord1, ord2, step_name) FROM names) nm
     LEFT JOIN att a ON a.step_name = nm.step_name
     LEFT JOIN now_ nw ON nw.step_name = nm.step_name;
@@ -273,11 +274,7 @@ BEGIN
            || jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
            || jsonb_build_object('steps', steps)
            || CASE WHEN max_revisions IS NULL THEN '{}'::jsonb
-                   ELSE jsonb_build_object('revisions', pgbus.workflow_revisions_json(
-                            workflow_class,
-                            (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(figures) x
-                             WHERE (x ->> 'per_revision')::boolean),
-                            max_revisions)) END;
+                   ELSE jsonb_build_object('revisions', pgbus.workflow_revisions_json(workflow_class, figures, max_revisions)) END;
 END;
 $$;
 

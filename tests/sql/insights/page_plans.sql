@@ -1,0 +1,77 @@
+-- pgTAP tests for how a class's insights page is computed (sql/functions/500 and 520), beside
+-- its answers (class_*.sql): the helpers a page calls many times keep their plans for the
+-- session (PL/pgSQL, or LANGUAGE sql that the planner inlines), the blocks' statements are
+-- planned once, and the percentiles of a group of a few lists, sorted inside the figures
+-- statement, are percentile_cont's over the group's attempts, as the larger groups' are.
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(7);
+\ir ../include/insights_setup.psql
+
+SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname)
+           FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+           WHERE p.pronamespace = 'pgbus'::regnamespace AND l.lanname <> 'plpgsql'
+             AND p.proname IN ('workflow_class_exists', 'workflow_insights_window_json', 'workflow_revisions_json',
+                               'insights_sorted_percentiles', 'insights_percentiles', 'workflow_insights_covered',
+                               'workflow_insights_funnel_covered', 'workflow_insights_bucket_hours',
+                               'workflow_insights_span_valid')),
+          NULL, 'the helpers a page calls that the planner cannot inline are PL/pgSQL (plans kept for the session)');
+SELECT is((SELECT l.lanname || ' ' || p.provolatile::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+           WHERE p.oid = 'pgbus.workflow_step_figures(bigint, bigint, bigint, bigint, double precision[], double precision[])'::regprocedure),
+          'sql s', 'pgbus.workflow_step_figures is LANGUAGE sql and STABLE, as its jsonb_build_object is: the planner inlines it');
+SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
+           WHERE p.pronamespace = 'pgbus'::regnamespace
+             AND p.proname IN ('workflow_class_steps', 'workflow_class_throughput', 'workflow_class_durations',
+                               'workflow_class_funnel', 'workflow_class_revisions')
+             AND 'plan_cache_mode=force_generic_plan' = ANY (p.proconfig)),
+          ARRAY['workflow_class_durations', 'workflow_class_funnel', 'workflow_class_revisions', 'workflow_class_steps',
+                'workflow_class_throughput'],
+          'every block of the page plans its statements once per session');
+SELECT is((SELECT count(*)::int FROM pg_proc p
+           WHERE p.pronamespace = 'pgbus'::regnamespace AND p.proname = 'workflow_funnel_live_runs'
+             AND p.prosrc ILIKE '%EXECUTE%'),
+          0, 'the funnel''s live runs are static queries (plans kept), not EXECUTE');
+
+-- The figures per step and per revision and step, as pgbus.workflow_class_figures gives them,
+-- against percentile_cont over the same attempts read directly (the definition), in every
+-- window, with the rollup and its spans (a group's values in a span, hours and live ends) and
+-- without (one list).
+CREATE FUNCTION pg_temp.direct(cls text, since timestamptz, until timestamptz) RETURNS jsonb LANGUAGE sql AS $f$
+    SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.per_revision, x.step_name, x.app_revision), '[]')
+    FROM (SELECT f.app_revision, f.step_name, true AS per_revision, count(*) AS n,
+                 percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY f.run_time) AS run_time,
+                 percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY f.pickup) AS pickup
+          FROM pgbus.workflow_class_window_figures(cls, since, until) f
+          WHERE f.app_revision IS NOT NULL
+          GROUP BY f.app_revision, f.step_name
+          UNION ALL
+          SELECT NULL, f.step_name, false, count(*),
+                 percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY f.run_time),
+                 percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY f.pickup)
+          FROM pgbus.workflow_class_window_figures(cls, since, until) f
+          GROUP BY f.step_name) x
+$f$;
+CREATE FUNCTION pg_temp.figures(cls text, since timestamptz, until timestamptz) RETURNS jsonb LANGUAGE sql AS $f$
+    SELECT coalesce(jsonb_agg(jsonb_build_object('app_revision', f.app_revision, 'step_name', f.step_name,
+                                                 'per_revision', f.per_revision, 'n', f.n, 'run_time', f.run_time,
+                                                 'pickup', f.pickup)
+                              ORDER BY f.per_revision, f.step_name, f.app_revision), '[]')
+    FROM pgbus.workflow_class_figures(cls, since, until) f
+$f$;
+-- Each class, window and moment whose figures differ from the direct ones.
+CREATE FUNCTION pg_temp.differing() RETURNS text[] LANGUAGE sql AS $f$
+    SELECT coalesce(array_agg(c.c || ' ' || w.w || ' ' || m.m ORDER BY c.c, w.w, m.m), '{}')
+    FROM unnest(ARRAY['ins.Shop', 'ins.Gone', 'ins.Empty', 'ins.Fun', 'ins.Rev']) c(c),
+         unnest(ARRAY['1h', '24h', '7d', '30d']) w(w),
+         unnest(ARRAY[interval '0', interval '37 minutes 12.5 seconds', interval '1 hour 59 minutes']) m(m),
+         pgbus.workflow_insights_window(w.w, NULL, pg_temp.t() + m.m) win
+    WHERE pg_temp.figures(c.c, win.since, win.until) IS DISTINCT FROM pg_temp.direct(c.c, win.since, win.until)
+$f$;
+
+SELECT is(pg_temp.differing(), '{}', 'read live: every group''s percentiles are percentile_cont''s over its attempts');
+SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') > 0
+          AND pgbus.workflow_insights_build_spans(pg_temp.t()) = 3, 'rolled up from 32 days before T, spans built');
+SELECT is(pg_temp.differing(), '{}', 'with the rollup and its spans: the same percentiles, from sorted lists');
+
+SELECT * FROM finish();
+ROLLBACK;
