@@ -62,7 +62,9 @@ $$;
 -- per step, values merged and sorted), the window's other rolled-up hours
 -- (pgbus.workflow_insights_attempt_hours), the rest of the window live. Rows are grouped by
 -- hashing (no sort of every value by its step's name) and the percentiles taken from the sorted
--- lists (pgbus.insights_percentiles: beside a span, only a few values around each one sorted).
+-- lists (pgbus.insights_percentiles: beside a span, only a few values around each one sorted),
+-- a small group's by one sort here; a step whose attempts all ran one revision has that
+-- revision's percentiles (the same values), taken once.
 CREATE OR REPLACE FUNCTION pgbus.workflow_class_figures(workflow_class text, since timestamptz, until timestamptz)
 RETURNS TABLE (app_revision text, step_name text, per_revision boolean, first_id bigint,
                first_seen timestamptz, last_seen timestamptz, n bigint, failed bigint,
@@ -94,22 +96,9 @@ LANGUAGE sql STABLE AS $$
                a.reattempted, a.skipped, a.run_times, a.pickups
         FROM span JOIN pgbus.workflow_insights_span_attempts a ON a.span_id = span.span_id
         WHERE a.run_class = $1
-    )
-    SELECT g.app_revision, g.step_name, g.per_revision, g.first_id, g.first_seen, g.last_seen,
-           g.n, g.failed, g.reattempted, g.skipped,
-           -- (A group of up to 2,048 values in several lists, a day's, is sorted right here, as
-           -- percentile_cont sorts them: one sort per group inside this statement. Larger ones
-           -- and a single list select their percentiles from the sorted lists. The answers are
-           -- the same.)
-           CASE WHEN g.run_time_n <= 2048 AND g.run_time_lists > 1
-                THEN (SELECT percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY u.x)
-                      FROM (SELECT unnest(l.v) AS x FROM unnest(g.run_times) l) u)
-                ELSE pgbus.insights_percentiles(g.run_times, '{0.5, 0.95, 0.99}') END,
-           CASE WHEN g.pickup_n <= 2048 AND g.pickup_lists > 1
-                THEN (SELECT percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY u.x)
-                      FROM (SELECT unnest(l.v) AS x FROM unnest(g.pickups) l) u)
-                ELSE pgbus.insights_percentiles(g.pickups, '{0.5, 0.95, 0.99}') END
-    FROM (
+    ),
+    -- The groups: per revision and step, and per step, their lists of values not merged.
+    g AS MATERIALIZED (
         SELECT p.app_revision, p.step_name, true AS per_revision, min(p.first_id) AS first_id,
                min(p.first_seen) AS first_seen, max(p.last_seen) AS last_seen,
                sum(p.n)::bigint AS n, sum(p.failed)::bigint AS failed, sum(p.reattempted)::bigint AS reattempted,
@@ -131,7 +120,39 @@ LANGUAGE sql STABLE AS $$
         FROM parts p
         WHERE p.per_revision IS NOT TRUE
         GROUP BY p.step_name
-    ) g
+    ),
+    -- Steps whose attempts all ran one revision (one revision's group, as many attempts as the
+    -- step's): the step's values are that revision's, so are its percentiles.
+    sole AS (
+        SELECT r.step_name, min(r.n) AS n FROM g r WHERE r.per_revision GROUP BY r.step_name HAVING count(*) = 1
+    ),
+    computed AS MATERIALIZED (
+        SELECT g.app_revision, g.step_name, g.per_revision, g.first_id, g.first_seen, g.last_seen,
+               g.n, g.failed, g.reattempted, g.skipped,
+               -- (A group of up to 2,048 values in several lists, a day's, is sorted right here, as
+               -- percentile_cont sorts them: one sort per group inside this statement. Larger ones
+               -- and a single list select their percentiles from the sorted lists. The answers are
+               -- the same.)
+               CASE WHEN g.run_time_n <= 2048 AND g.run_time_lists > 1
+                    THEN (SELECT percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY u.x)
+                          FROM (SELECT unnest(l.v) AS x FROM unnest(g.run_times) l) u)
+                    ELSE pgbus.insights_percentiles(g.run_times, '{0.5, 0.95, 0.99}') END AS run_time,
+               CASE WHEN g.pickup_n <= 2048 AND g.pickup_lists > 1
+                    THEN (SELECT percentile_cont('{0.5, 0.95, 0.99}'::double precision[]) WITHIN GROUP (ORDER BY u.x)
+                          FROM (SELECT unnest(l.v) AS x FROM unnest(g.pickups) l) u)
+                    ELSE pgbus.insights_percentiles(g.pickups, '{0.5, 0.95, 0.99}') END AS pickup
+        FROM g LEFT JOIN sole o ON NOT g.per_revision AND o.step_name = g.step_name AND o.n = g.n
+        WHERE o.step_name IS NULL
+    )
+    SELECT c.app_revision, c.step_name, c.per_revision, c.first_id, c.first_seen, c.last_seen,
+           c.n, c.failed, c.reattempted, c.skipped, c.run_time, c.pickup
+    FROM computed c
+    UNION ALL
+    SELECT g.app_revision, g.step_name, g.per_revision, g.first_id, g.first_seen, g.last_seen,
+           g.n, g.failed, g.reattempted, g.skipped, c.run_time, c.pickup
+    FROM g JOIN sole o ON o.step_name = g.step_name AND o.n = g.n
+    JOIN computed c ON c.per_revision AND c.step_name = g.step_name
+    WHERE NOT g.per_revision
 $$;
 
 -- The "revisions" list of pgbus.workflow_class_revisions from the per-revision rows of

@@ -2,11 +2,23 @@
 -- its answers (class_*.sql): the helpers a page calls many times keep their plans for the
 -- session (PL/pgSQL, or LANGUAGE sql that the planner inlines), the blocks' statements are
 -- planned once, and the percentiles of a group of a few lists, sorted inside the figures
--- statement, are percentile_cont's over the group's attempts, as the larger groups' are.
+-- statement, are percentile_cont's over the group's attempts, as the larger groups' are, and a
+-- step whose attempts all ran one revision has that revision's.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(7);
+SELECT plan(8);
 \ir ../include/insights_setup.psql
+-- ins.One, beside the fixture: step x's 30 attempts all in revision v1, one every 25 minutes
+-- up to T (pickup k/2 s, run time 3k s); step y's in v1 and v2; step z's in v1 and one without
+-- a revision.
+\o /dev/null
+SELECT pg_temp.run('one', 'ins.One', 'ready', pg_temp.t() - interval '20 hours', NULL, 'x');
+SELECT pg_temp.att('one', s.s, 'completed', 'complete', pg_temp.t() - k * interval '25 minutes',
+                   pg_temp.t() - k * interval '25 minutes' + k * interval '0.5 seconds',
+                   pg_temp.t() - k * interval '25 minutes' + k * interval '3.5 seconds', false,
+                   CASE WHEN s.s = 'y' AND k % 2 = 0 THEN 'v2' WHEN s.s = 'z' AND k = 7 THEN NULL ELSE 'v1' END)
+FROM generate_series(1, 30) k, (VALUES ('x'), ('y'), ('z')) s(s);
+\o
 
 SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname)
            FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
@@ -61,13 +73,19 @@ $f$;
 -- Each class, window and moment whose figures differ from the direct ones.
 CREATE FUNCTION pg_temp.differing() RETURNS text[] LANGUAGE sql AS $f$
     SELECT coalesce(array_agg(c.c || ' ' || w.w || ' ' || m.m ORDER BY c.c, w.w, m.m), '{}')
-    FROM unnest(ARRAY['ins.Shop', 'ins.Gone', 'ins.Empty', 'ins.Fun', 'ins.Rev']) c(c),
+    FROM unnest(ARRAY['ins.Shop', 'ins.Gone', 'ins.Empty', 'ins.Fun', 'ins.Rev', 'ins.One']) c(c),
          unnest(ARRAY['1h', '24h', '7d', '30d']) w(w),
          unnest(ARRAY[interval '0', interval '37 minutes 12.5 seconds', interval '1 hour 59 minutes']) m(m),
          pgbus.workflow_insights_window(w.w, NULL, pg_temp.t() + m.m) win
     WHERE pg_temp.figures(c.c, win.since, win.until) IS DISTINCT FROM pg_temp.direct(c.c, win.since, win.until)
 $f$;
 
+SELECT is((SELECT jsonb_agg(jsonb_build_array(f.step_name, f.app_revision, f.n, f.run_time, f.pickup) ORDER BY f.step_name, f.app_revision)
+           FROM pgbus.workflow_class_figures('ins.One', pg_temp.t() - interval '24 hours', pg_temp.t() + interval '1 microsecond') f
+           WHERE f.step_name = 'x'),
+          '[["x", "v1", 30, [46.5, 85.64999999999999, 89.13], [7.75, 14.274999999999999, 14.855]],
+            ["x", null, 30, [46.5, 85.64999999999999, 89.13], [7.75, 14.274999999999999, 14.855]]]'::jsonb,
+          'ins.One''s step x, all of it in v1: the same figures per step as for v1 (run time 3k s, pickup k/2 s, k = 1..30)');
 SELECT is(pg_temp.differing(), '{}', 'read live: every group''s percentiles are percentile_cont''s over its attempts');
 SELECT ok(pgbus.workflow_insights_rollup(100000, pg_temp.t() - interval '32 days') > 0
           AND pgbus.workflow_insights_build_spans(pg_temp.t()) = 3, 'rolled up from 32 days before T, spans built');
