@@ -213,6 +213,45 @@ def test_the_total_is_capped(db_url, conn, monkeypatch):
     assert "4 matching runs" in text(client(db_url).get("/workflows?workflow_class=Capped"))
 
 
+def test_the_total_is_counted_while_the_rows_are_read(db_url, runs):
+    """The list's total is counted on a connection of its own at the same time as the page
+    reads its rows (a filter's count may read every ongoing run: the page then costs the longer
+    of the two, not both). Each side waits for the other to have begun: read one after the
+    other, the first would wait in vain and the page would say so."""
+    import threading
+
+    from pgbus.data import DataSource
+
+    begun = {"rows": threading.Event(), "count": threading.Event()}
+    missed: list[str] = []
+
+    class Watched(DataSource):
+        def meet(self, mine: str, other: str) -> None:
+            begun[mine].set()
+            if not begun[other].wait(5):
+                missed.append(f"{mine} ran without {other}")
+
+        def workflow_runs(self, *a, **k):
+            self.meet("rows", "count")
+            return super().workflow_runs(*a, **k)
+
+        def workflow_runs_count(self, *a, **k):
+            self.meet("count", "rows")
+            return super().workflow_runs_count(*a, **k)
+
+    data = Watched(db_url)
+    try:
+        for path in ("/workflows?step=capture", "/workflows?step=capture&fragment=runs"):
+            for e in begun.values():
+                e.clear()
+            r = client(db_url, data=data).get(path)
+            assert r.status_code == 200 and missed == []
+            # The page shows exactly the runs it counts: the five paused at capture.
+            assert "5 matching runs" in text(r) and set(rows(r)) == set(runs["paused"])
+    finally:
+        data.close()
+
+
 def test_the_runs_fragment(db_url, runs):
     c = client(db_url)
     page = c.get("/workflows?workflow_class=Welcome")
