@@ -172,7 +172,8 @@ def main() -> int:
     else:
         url = load(admin, args.runs, args.messages)
     pgbus.configure(database_url=url)
-    for name in ("httpx", "mcp"):  # one line per request otherwise
+    # One INFO line per request otherwise (the SDK's HTTP client logs as "httpx2").
+    for name in ("httpx", "httpx2", "mcp"):
         logging.getLogger(name).setLevel(logging.WARNING)
     logging.getLogger().setLevel(logging.WARNING)
     with psycopg.connect(url) as c:

@@ -65,39 +65,52 @@ BEGIN
     classes AS (
         SELECT cls FROM defs UNION SELECT c FROM pgbus.workflow_run_classes() c
     ),
-    -- The ongoing runs read once, counted by hashing (no sort of every run by its class's name);
-    -- only the runs on removed steps sorted, for their steps' names.
-    ongoing_runs AS MATERIALIZED (
-        SELECT w.workflow_class AS cls, w.status, w.current_step,
-               d.cls IS NOT NULL AND w.current_step IS NOT NULL
-                   AND w.current_step <> ALL (coalesce(d.live, '{}')) AS on_removed
+    -- Every ongoing run read once, grouped by class and current step (hashed: no sort of the
+    -- runs): how many were created before `until`, how many of those are paused, and how many
+    -- are stuck as pgbus.workflow_stuck says (whatever their creation time), counted without
+    -- building its rows: paused, or its current attempt is open, due longer ago than the
+    -- smallest threshold (or timed), and past its own threshold for the run's status. The row
+    -- must be read for its current step (on_removed): no index may hold a column a step
+    -- changes, or every step's update of the run would stop being HOT.
+    by_step AS (
+        SELECT w.workflow_class AS cls, w.current_step AS step,
+               count(*) FILTER (WHERE w.created_at < win.until) AS n,
+               count(*) FILTER (WHERE w.created_at < win.until AND w.status = 'paused') AS paused,
+               count(*) FILTER (WHERE w.pause_cause IS NOT NULL
+                                   OR (w.current_step_id, w.workflow_id, w.status) IN (
+                                       SELECT s.step_id, s.workflow_id,
+                                              CASE s.status WHEN 'scheduled' THEN 'ready' ELSE s.status END
+                                       FROM (SELECT o.* FROM pgbus.workflow_steps o
+                                             WHERE o.ended_at IS NULL
+                                               AND o.scheduled_at < now() - least(stall_threshold, overdue_after, waiting_threshold)
+                                             UNION ALL
+                                             SELECT o.* FROM pgbus.workflow_steps o
+                                             WHERE o.ended_at IS NULL AND o.timeout IS NOT NULL
+                                               AND o.scheduled_at >= now() - least(stall_threshold, overdue_after, waiting_threshold)) s
+                                       WHERE (s.status = 'running' AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
+                                          OR (s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
+                                          OR (s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold))) AS stuck
         FROM pgbus.workflows w
-        LEFT JOIN defs d ON d.cls = w.workflow_class
-        WHERE w.ended_at IS NULL AND w.created_at < win.until
+        WHERE w.ended_at IS NULL
+        GROUP BY 1, 2
     ),
-    removed AS (
-        SELECT r.cls, array_agg(DISTINCT r.current_step ORDER BY r.current_step) AS steps
-        FROM ongoing_runs r WHERE r.on_removed
-        GROUP BY r.cls
-    ),
+    -- Per class; a current step counts as removed when the class has a definition and the step
+    -- is not one of its live steps.
     ongoing AS (
-        SELECT c.cls, c.n, c.paused, c.on_removed, coalesce(x.steps, '{}') AS removed
-        FROM (SELECT r.cls, count(*) AS n, count(*) FILTER (WHERE r.status = 'paused') AS paused,
-                     count(*) FILTER (WHERE r.on_removed) AS on_removed
-              FROM ongoing_runs r
-              GROUP BY r.cls) c
-        LEFT JOIN removed x ON x.cls = c.cls
+        SELECT g.cls, sum(g.n)::bigint AS n, sum(g.paused)::bigint AS paused, sum(g.stuck)::bigint AS stuck,
+               coalesce(sum(g.n) FILTER (WHERE r.on_removed), 0)::bigint AS on_removed,
+               coalesce(array_agg(g.step ORDER BY g.step) FILTER (WHERE r.on_removed AND g.n > 0), '{}') AS removed
+        FROM by_step g
+        LEFT JOIN defs d ON d.cls = g.cls
+        CROSS JOIN LATERAL (SELECT d.cls IS NOT NULL AND g.step IS NOT NULL
+                                   AND g.step <> ALL (coalesce(d.live, '{}')) AS on_removed) r
+        GROUP BY g.cls
     ),
     live_ended AS MATERIALIZED (
         SELECT x.run_class AS cls, (x.status = 'finished')::int AS finished,
                (x.status = 'cancelled')::int AS cancelled,
                CASE WHEN x.status = 'finished' THEN x.secs END AS secs
         FROM pgbus.workflow_insights_live_runs(NULL, win.since, win.until) x
-    ),
-    stuck AS (
-        SELECT k.workflow_class AS cls, count(*) AS n
-        FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold) k
-        GROUP BY k.workflow_class
     ),
     span AS MATERIALIZED (
         SELECT * FROM pgbus.workflow_insights_span(win.since, win.until)
@@ -132,7 +145,7 @@ BEGIN
     )
     SELECT c.cls, d.cls IS NOT NULL,
            CASE WHEN d.cls IS NOT NULL THEN coalesce(cardinality(d.live), 0) END,
-           coalesce(o.n, 0), coalesce(o.paused, 0), coalesce(s.n, 0),
+           coalesce(o.n, 0), coalesce(o.paused, 0), coalesce(o.stuck, 0),
            coalesce(e.finished, 0), coalesce(e.cancelled, 0),
            round(e.p[1]::numeric, 3)::double precision, round(e.p[2]::numeric, 3)::double precision,
            coalesce(o.on_removed, 0), coalesce(o.removed, '{}'),
@@ -140,7 +153,6 @@ BEGIN
     FROM classes c
     LEFT JOIN defs d ON d.cls = c.cls
     LEFT JOIN ongoing o ON o.cls = c.cls
-    LEFT JOIN stuck s ON s.cls = c.cls
     LEFT JOIN ended e ON e.cls = c.cls
     ORDER BY c.cls;
 END;
