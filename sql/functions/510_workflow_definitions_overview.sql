@@ -68,9 +68,9 @@ BEGIN
     -- Every ongoing run read once, grouped by class and current step (hashed: no sort of the
     -- runs): how many were created before `until`, how many of those are paused, and how many
     -- are stuck as pgbus.workflow_stuck says (whatever their creation time), counted without
-    -- building its rows: paused, or its current attempt is open, due longer ago than the
-    -- smallest threshold (or timed), and past its own threshold for the run's status. The row
-    -- must be read for its current step (on_removed): no index may hold a column a step
+    -- building its rows: paused, or at an open attempt past its threshold
+    -- (pgbus.workflow_stuck_attempts, one hashed set) in the status that attempt implies. The
+    -- row must be read for its current step (on_removed): no index may hold a column a step
     -- changes, or every step's update of the run would stop being HOT.
     by_step AS (
         SELECT w.workflow_class AS cls, w.current_step AS step,
@@ -78,18 +78,9 @@ BEGIN
                count(*) FILTER (WHERE w.created_at < win.until AND w.status = 'paused') AS paused,
                count(*) FILTER (WHERE w.pause_cause IS NOT NULL
                                    OR (w.current_step_id, w.workflow_id, w.status) IN (
-                                       SELECT s.step_id, s.workflow_id,
-                                              CASE s.status WHEN 'scheduled' THEN 'ready' ELSE s.status END
-                                       FROM (SELECT o.* FROM pgbus.workflow_steps o
-                                             WHERE o.ended_at IS NULL
-                                               AND o.scheduled_at < now() - least(stall_threshold, overdue_after, waiting_threshold)
-                                             UNION ALL
-                                             SELECT o.* FROM pgbus.workflow_steps o
-                                             WHERE o.ended_at IS NULL AND o.timeout IS NOT NULL
-                                               AND o.scheduled_at >= now() - least(stall_threshold, overdue_after, waiting_threshold)) s
-                                       WHERE (s.status = 'running' AND s.started_at < now() - coalesce(s.timeout, stall_threshold))
-                                          OR (s.status = 'scheduled' AND s.scheduled_at < now() - overdue_after)
-                                          OR (s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold))) AS stuck
+                                       SELECT a.step_id, a.workflow_id, a.run_status
+                                       FROM pgbus.workflow_stuck_attempts(stall_threshold, overdue_after,
+                                                                          waiting_threshold) a)) AS stuck
         FROM pgbus.workflows w
         WHERE w.ended_at IS NULL
         GROUP BY 1, 2
