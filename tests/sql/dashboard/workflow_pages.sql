@@ -4,7 +4,7 @@
 -- workflow_stuck), workflow_attention_act (bulk resume/cancel, forged groups), workflow_home_card.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(51);
+SELECT plan(53);
 
 SELECT pgbus.workflow_register('t_wp_a', '[{"name": "charge"}, {"name": "receipt"}]', 'd1', 't_wp_a');
 SELECT pgbus.workflow_register('t_wp_b', '[{"name": "welcome", "wait": 3600}]', 'd1', 't_wp_b');
@@ -124,6 +124,23 @@ SELECT results_eq(
     $$SELECT c.cls, a.* FROM unnest(ARRAY['t_wp_a', 't_wp_b', 't_wp_nobody']) c(cls), LATERAL pgbus.workflow_attention(c.cls) a$$,
     $$SELECT c.cls, a.* FROM unnest(ARRAY['t_wp_a', 't_wp_b', 't_wp_nobody']) c(cls), LATERAL pg_temp.attention_before(c.cls) a$$,
     'attention(only_class): the same groups as before for each class');
+-- attention over every class keeps its plan for the session (a static query): after enough calls
+-- for a generic plan, a call with other thresholds still gets its own answer.
+SELECT is(
+    (SELECT array_agg(a.n ORDER BY i) FROM generate_series(1, 8) i,
+            LATERAL (SELECT coalesce(sum(g.runs), 0)::int AS n
+                     FROM pgbus.workflow_attention(NULL, interval '15 minutes',
+                                                   CASE WHEN i < 8 THEN interval '5 minutes' ELSE interval '100 years' END,
+                                                   interval '7 days') g) a),
+    (SELECT array_agg(k.n ORDER BY i) FROM generate_series(1, 8) i,
+            LATERAL (SELECT count(*)::int AS n
+                     FROM pgbus.workflow_stuck(interval '15 minutes',
+                                               CASE WHEN i < 8 THEN interval '5 minutes' ELSE interval '100 years' END,
+                                               interval '7 days') x) k),
+    'attention over every class: its kept plan follows each call''s thresholds');
+SELECT isnt((SELECT coalesce(sum(runs), 0)::int FROM pgbus.workflow_attention(NULL, interval '15 minutes', interval '100 years', interval '7 days')),
+            (SELECT coalesce(sum(runs), 0)::int FROM pgbus.workflow_attention()),
+            'attention over every class: the thresholds change its answer here (an overdue run)');
 -- bulk: forged groups change nothing
 SELECT is(pgbus.workflow_attention_act('resume', 't_wp_a', 'charge', 'bored', 'ValueError', 'dashboard:t') ->> 'code', 'invalid', 'bulk: an unknown reason is refused');
 SELECT is(pgbus.workflow_attention_act('resume', ' ', 'charge', 'paused_error', 'ValueError', 'dashboard:t') ->> 'code', 'invalid', 'bulk: a blank class is refused');
