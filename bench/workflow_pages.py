@@ -40,10 +40,14 @@ LOAD = """
 BEGIN;
 SET LOCAL synchronous_commit = off;
 DELETE FROM pgbus.workflows WHERE workflow_class LIKE 'Bench%';
-INSERT INTO pgbus.workflow_definitions (workflow_class, steps, digest, queue)
-SELECT 'Bench' || c, '[{"name": "fetch"}, {"name": "charge"}, {"name": "notify"}]', 'd1', 'bench_wf'
+-- Every class's definition unchanged for longer than its runs are old, but for two classes
+-- whose new definition a deploy registered a day ago (their older ongoing runs are read for
+-- removed steps by the insights list).
+INSERT INTO pgbus.workflow_definitions (workflow_class, steps, digest, queue, registered_at)
+SELECT 'Bench' || c, '[{"name": "fetch"}, {"name": "charge"}, {"name": "notify"}]', 'd1', 'bench_wf',
+       now() - CASE WHEN c <= 2 THEN interval '1 day' ELSE interval '31 days' END
 FROM generate_series(1, 20) c
-ON CONFLICT (workflow_class) DO NOTHING;
+ON CONFLICT (workflow_class) DO UPDATE SET registered_at = excluded.registered_at;
 -- Run n: class (n + n / 100) % 20 (so the stuck runs spread over every class too); created over
 -- the last 30 days (n = 1 oldest); 97% finished,
 -- 1% stuck (n % 100 = 0: paused on an error at charge, or every 4th of those overdue / stalled),

@@ -35,11 +35,14 @@ BEGIN
     PERFORM pgbus.ensure_queue(q)
     FROM (SELECT queue AS q UNION SELECT s ->> 'queue' FROM jsonb_array_elements(steps) s
           WHERE s ? 'queue') AS queues;
-    INSERT INTO pgbus.workflow_definitions AS d (workflow_class, steps, removed_steps, digest, queue)
-    VALUES (workflow_class, steps, coalesce(removed_steps, '{}'), digest, queue)
+    -- registered_at: when this definition became the class's, by the clock (not the
+    -- transaction's start): a run created since then started on it or on an older one whose
+    -- digest it carries (the insights list relies on it, sql/functions/510).
+    INSERT INTO pgbus.workflow_definitions AS d (workflow_class, steps, removed_steps, digest, queue, registered_at)
+    VALUES (workflow_class, steps, coalesce(removed_steps, '{}'), digest, queue, clock_timestamp())
     ON CONFLICT ON CONSTRAINT workflow_definitions_pkey DO UPDATE
         SET steps = excluded.steps, removed_steps = excluded.removed_steps,
-            digest = excluded.digest, queue = excluded.queue, registered_at = now()
+            digest = excluded.digest, queue = excluded.queue, registered_at = clock_timestamp()
         WHERE d.digest IS DISTINCT FROM excluded.digest OR d.queue IS DISTINCT FROM excluded.queue;
     RETURN digest;
 END;

@@ -33,7 +33,8 @@ DROP FUNCTION IF EXISTS pgbus.workflow_live_steps(text);
 --   on_removed_steps  ongoing runs whose current step is not a live step of the registered
 --                     definition (removed since they started), and removed_steps those steps
 --                     (list filter status=ongoing, workflow_class, step, created_to=until);
---                     0 and '{}' for a class without a definition
+--                     0 and '{}' for a class without a definition. Only the runs that may be
+--                     on one are read (below); every other figure comes from indexes.
 --   since, until      the window (the same on every row)
 CREATE OR REPLACE FUNCTION pgbus.workflow_definitions_overview(
     window_name text DEFAULT '24h',
@@ -57,7 +58,7 @@ BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
     RETURN QUERY
     WITH defs AS (
-        SELECT d.workflow_class AS cls,
+        SELECT d.workflow_class AS cls, d.digest, d.registered_at,
                (SELECT array_agg(x ->> 'name') FROM jsonb_array_elements(d.steps) x
                 WHERE NOT coalesce((x ->> 'removed')::boolean, false)) AS live
         FROM pgbus.workflow_definitions d
@@ -65,37 +66,65 @@ BEGIN
     classes AS (
         SELECT cls FROM defs UNION SELECT c FROM pgbus.workflow_run_classes() c
     ),
-    -- Every ongoing run read once, grouped by class and current step (hashed: no sort of the
-    -- runs): how many were created before `until`, how many of those are paused, and how many
-    -- are stuck as pgbus.workflow_stuck says (whatever their creation time), counted without
-    -- building its rows: paused, or at an open attempt past its threshold
-    -- (pgbus.workflow_stuck_attempts, one hashed set) in the status that attempt implies. The
-    -- row must be read for its current step (on_removed): no index may hold a column a step
-    -- changes, or every step's update of the run would stop being HOT.
-    by_step AS (
-        SELECT w.workflow_class AS cls, w.current_step AS step,
+    -- Ongoing runs per class, counted from indexes without reading a run: those created before
+    -- `until` (workflows_ongoing_idx) and the paused ones (workflows_paused_idx, less the few
+    -- created at or after `until`); stuck as pgbus.workflow_stuck says, whatever their creation
+    -- time: every paused run, and each run still at an open attempt past its threshold
+    -- (pgbus.workflow_stuck_attempts) in the status that attempt implies.
+    counted AS (
+        SELECT w.workflow_class AS cls,
                count(*) FILTER (WHERE w.created_at < win.until) AS n,
-               count(*) FILTER (WHERE w.created_at < win.until AND w.status = 'paused') AS paused,
-               count(*) FILTER (WHERE w.pause_cause IS NOT NULL
-                                   OR (w.current_step_id, w.workflow_id, w.status) IN (
-                                       SELECT a.step_id, a.workflow_id, a.run_status
-                                       FROM pgbus.workflow_stuck_attempts(stall_threshold, overdue_after,
-                                                                          waiting_threshold) a)) AS stuck
+               -- Runs that may sit on a removed step: all but those that started on the class's
+               -- definition after it was registered (pgbus.workflow_register stamps the moment
+               -- with the clock), for a step can only move to a live step of the definition
+               -- registered then. Older runs, and a run that read the definition before a new
+               -- one committed, may have moved to a step since removed.
+               count(*) FILTER (WHERE w.created_at < least(d.registered_at, win.until)) AS unsure_before,
+               count(*) FILTER (WHERE w.created_at >= d.registered_at AND w.created_at < win.until
+                                  AND w.definition_digest <> d.digest) AS unsure_since
         FROM pgbus.workflows w
+        LEFT JOIN defs d ON d.cls = w.workflow_class
         WHERE w.ended_at IS NULL
-        GROUP BY 1, 2
+        GROUP BY 1
     ),
-    -- Per class; a current step counts as removed when the class has a definition and the step
-    -- is not one of its live steps.
-    ongoing AS (
-        SELECT g.cls, sum(g.n)::bigint AS n, sum(g.paused)::bigint AS paused, sum(g.stuck)::bigint AS stuck,
-               coalesce(sum(g.n) FILTER (WHERE r.on_removed), 0)::bigint AS on_removed,
-               coalesce(array_agg(g.step ORDER BY g.step) FILTER (WHERE r.on_removed AND g.n > 0), '{}') AS removed
-        FROM by_step g
-        LEFT JOIN defs d ON d.cls = g.cls
-        CROSS JOIN LATERAL (SELECT d.cls IS NOT NULL AND g.step IS NOT NULL
-                                   AND g.step <> ALL (coalesce(d.live, '{}')) AS on_removed) r
-        GROUP BY g.cls
+    paused AS (
+        SELECT w.workflow_class AS cls, count(*) AS n
+        FROM pgbus.workflows w
+        WHERE w.pause_cause IS NOT NULL AND w.ended_at IS NULL
+        GROUP BY 1
+    ),
+    paused_late AS (
+        SELECT w.workflow_class AS cls, count(*) AS n
+        FROM pgbus.workflows w
+        WHERE w.pause_cause IS NOT NULL AND w.ended_at IS NULL AND w.created_at >= win.until
+        GROUP BY 1
+    ),
+    overdue AS (
+        SELECT w.workflow_class AS cls, count(*) AS n
+        FROM pgbus.workflow_stuck_attempts(stall_threshold, overdue_after, waiting_threshold) a
+        JOIN pgbus.workflows w ON w.workflow_id = a.workflow_id AND w.current_step_id = a.step_id
+        WHERE w.ended_at IS NULL AND w.pause_cause IS NULL AND w.status = a.run_status
+        GROUP BY 1
+    ),
+    -- A current step counts as removed when the class has a definition and the step is not one
+    -- of its live steps; only the classes with unsure runs read them, and only those runs.
+    removed AS (
+        SELECT c.cls, r.n, r.steps
+        FROM counted c
+        JOIN defs d ON d.cls = c.cls
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS n, coalesce(array_agg(DISTINCT u.step ORDER BY u.step), '{}') AS steps
+            FROM (SELECT w.current_step AS step FROM pgbus.workflows w
+                  WHERE w.workflow_class = c.cls AND w.ended_at IS NULL
+                    AND w.created_at < least(d.registered_at, win.until)
+                  UNION ALL
+                  SELECT w.current_step FROM pgbus.workflows w
+                  WHERE c.unsure_since > 0 AND w.workflow_class = c.cls AND w.ended_at IS NULL
+                    AND w.created_at >= d.registered_at AND w.created_at < win.until
+                    AND w.definition_digest <> d.digest) u
+            WHERE u.step <> ALL (coalesce(d.live, '{}'))
+        ) r
+        WHERE c.unsure_before + c.unsure_since > 0
     ),
     live_ended AS MATERIALIZED (
         SELECT x.run_class AS cls, (x.status = 'finished')::int AS finished,
@@ -136,14 +165,18 @@ BEGIN
     )
     SELECT c.cls, d.cls IS NOT NULL,
            CASE WHEN d.cls IS NOT NULL THEN coalesce(cardinality(d.live), 0) END,
-           coalesce(o.n, 0), coalesce(o.paused, 0), coalesce(o.stuck, 0),
+           coalesce(o.n, 0), coalesce(p.n, 0) - coalesce(l.n, 0), coalesce(p.n, 0) + coalesce(v.n, 0),
            coalesce(e.finished, 0), coalesce(e.cancelled, 0),
            round(e.p[1]::numeric, 3)::double precision, round(e.p[2]::numeric, 3)::double precision,
-           coalesce(o.on_removed, 0), coalesce(o.removed, '{}'),
+           coalesce(r.n, 0), coalesce(r.steps, '{}'),
            win.since, win.until
     FROM classes c
     LEFT JOIN defs d ON d.cls = c.cls
-    LEFT JOIN ongoing o ON o.cls = c.cls
+    LEFT JOIN counted o ON o.cls = c.cls
+    LEFT JOIN paused p ON p.cls = c.cls
+    LEFT JOIN paused_late l ON l.cls = c.cls
+    LEFT JOIN overdue v ON v.cls = c.cls
+    LEFT JOIN removed r ON r.cls = c.cls
     LEFT JOIN ended e ON e.cls = c.cls
     ORDER BY c.cls;
 END;

@@ -10,10 +10,11 @@ SELECT plan(28);
 SELECT is(pgbus.workflow_register('t_wfr_reg', '[{"name": "a", "wait": 0, "timeout": 60}, {"name": "b", "wait": 5}]',
                                   'd1', 't_wfr_reg'), 'd1', 'workflow_register: returns the digest');
 SELECT results_eq(
-    $$SELECT steps, removed_steps, digest, queue, registered_at FROM pgbus.workflow_definitions WHERE workflow_class = 't_wfr_reg'$$,
+    $$SELECT steps, removed_steps, digest, queue, registered_at BETWEEN now() AND clock_timestamp()
+      FROM pgbus.workflow_definitions WHERE workflow_class = 't_wfr_reg'$$,
     $$VALUES ('[{"name": "a", "wait": 0, "timeout": 60}, {"name": "b", "wait": 5}]'::jsonb, '{}'::text[], 'd1'::text,
-              't_wfr_reg'::text, now())$$,
-    'workflow_register: stores steps, no removed steps, digest, queue, registered now');
+              't_wfr_reg'::text, true)$$,
+    'workflow_register: stores steps, no removed steps, digest, queue, registered now (by the clock)');
 SELECT is(pgbus.workflow_register('t_wfr_reg', '[{"name": "a"}, {"name": "c"}]', 'd2', 't_wfr_reg2', ARRAY['b']), 'd2',
           'workflow_register: a new digest returns it');
 SELECT results_eq(
