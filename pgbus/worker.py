@@ -111,6 +111,21 @@ class Delivery:
         }
 
 
+_identities = threading.Lock()
+_workers_in_process: dict[int, int] = {}  # pid -> Worker objects made in it
+
+
+def _identity() -> str:
+    """host:pid for a process's first worker (its pgbus.processes row names it so), host:pid#2,
+    #3 ... for more in the same process: a step's attempt names the worker that holds it, and
+    the steps one worker begins, hands back or takes back must not be another's."""
+    pid = os.getpid()
+    with _identities:
+        n = _workers_in_process[pid] = _workers_in_process.get(pid, 0) + 1
+    base = f"{socket.gethostname()}:{pid}"
+    return base if n == 1 else f"{base}#{n}"
+
+
 class Worker:
     kind = "worker"  # (its row in pgbus.processes)
     required_migration = "0002_jobs"
@@ -120,7 +135,7 @@ class Worker:
             raise ValueError("a worker needs at least one thread")
         self.read_queues = queues.read_order(queue_names)
         self.threads = threads
-        self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        self.identity = _identity()
         self.revision = settings().revision()  # a process's code does not change while it runs
         # Messages held at once: one running per thread plus one waiting per thread, so a
         # thread that finishes finds its next job without a round trip to the database.

@@ -131,8 +131,9 @@ BEGIN
             -- heartbeated since, the worker is gone.
             -- So it is again each time that worker has heartbeated since the message last came
             -- back: alive, it was only cut off again (another outage during a long step).
+            -- (A worker is host:pid, or host:pid#n for a process's n-th: the process's row.)
             IF EXISTS (SELECT 1 FROM pgbus.processes p
-                       WHERE p.kind = 'worker' AND p.hostname || ':' || p.pid = attempt.worker
+                       WHERE p.kind = 'worker' AND p.hostname || ':' || p.pid = split_part(attempt.worker, '#', 1)
                          AND p.last_heartbeat_at > coalesce(
                              (SELECT max(e.created_at) FROM pgbus.workflow_events e
                               WHERE e.workflow_id = run.workflow_id AND e.step_id = attempt.step_id

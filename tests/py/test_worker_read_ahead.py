@@ -53,3 +53,35 @@ def test_a_busy_worker_marks_every_step_started_without_a_transaction_of_its_own
     ).fetchone()
     assert steps == (3 * runs, 3 * runs, 0)
     assert effects.execute("SELECT count(*) FROM effects").fetchone()[0] == 3 * runs
+
+
+def test_workers_in_one_process_hold_their_own_steps(effects):
+    """Two workers in one process have identities of their own: one handing back the steps a
+    lost read began for it (it holds none) leaves the other's running step alone, which then
+    ends once."""
+    from pgbus.worker import Worker
+    from tests.py.sample_workflows import Slow
+
+    run = Slow.start(seconds=2).workflow_id
+    with running_worker(queues=["workflows"], threads=1) as busy:
+        wait_until(
+            lambda: effects.execute(
+                "SELECT 1 FROM effects WHERE kind = 'work_started' AND key = %s", (str(run),)
+            ).fetchone(),
+            what="the step started",
+        )
+        other = Worker(["elsewhere"], threads=1)
+        assert other.identity != busy.identity
+        assert other.identity.split("#")[0] == busy.identity.split("#")[0]  # host:pid
+        other._release_lost()  # as after a read whose answer was lost
+        attempt = effects.execute(
+            "SELECT status, worker FROM pgbus.workflow_steps WHERE workflow_id = %s", (run,)
+        ).fetchall()
+        assert attempt == [("running", busy.identity)]
+        wait_until(lambda: finished(effects, 1), 30, what="the run finished")
+    assert effects.execute(
+        "SELECT count(*) FROM pgbus.workflow_steps WHERE workflow_id = %s", (run,)
+    ).fetchone() == (1,)
+    assert effects.execute(
+        "SELECT count(*) FROM effects WHERE kind = 'work_done' AND key = %s", (str(run),)
+    ).fetchone() == (1,)

@@ -4,7 +4,7 @@
 -- status; the begin token (begun_at) that workflow_end_step checks; workflow_time_out_step.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(95);
+SELECT plan(99);
 
 CREATE FUNCTION pg_temp.cls(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$ SELECT 't_wsa_' || $1 $f$;
 \ir ../include/workflow_helpers.psql
@@ -177,6 +177,20 @@ SELECT is(((pg_temp.att(pg_temp.cur('reg_a'))).status, (pg_temp.w('reg_a')).stat
 SELECT is((SELECT count(*)::integer FROM pgbus.workflow_events
            WHERE workflow_id = pg_temp.run('reg_a') AND event = 'step_redelivered'), 2,
           'running, started, its worker heartbeated since: ... a second step_redelivered event');
+-- Several workers in one process: the first is host:pid, the next host:pid#2 (pgbus.worker).
+-- A step of the second that comes back to the first is another worker's, in a process that is
+-- still registered: not held by the reader, not a stall the first time.
+DO $d$ BEGIN
+    PERFORM pg_temp.start('two_w', '[{"name": "a"}]');
+    INSERT INTO pgbus.processes (kind, hostname, pid) VALUES ('worker', 'cut', 9);
+END $d$;
+SELECT is(pg_temp.read('two_w1', 'two_w', 1, 'cut:9#2'), 1, 'setup: read and started by cut:9#2');
+SELECT lives_ok($$SELECT pg_temp.comes_back('two_w')$$, 'setup: its message comes back');
+SELECT is(pg_temp.read('two_w2', 'two_w', NULL, 'cut:9'), 0,
+          'a second worker''s step read by the first worker of its process: nothing to run');
+SELECT is(((pg_temp.att(pg_temp.cur('two_w'))).status, (pg_temp.att(pg_temp.cur('two_w'))).worker, pg_temp.events('two_w') ~ 'step_redelivered'),
+          ('running'::text, 'cut:9#2'::text, true),
+          '... not held by the reader: the attempt stays its worker''s, and a step_redelivered event says so');
 SELECT lives_ok($$SELECT pg_temp.comes_back('reg_a')$$, 'setup: it comes back a third time, no heartbeat since');
 SELECT is(pg_temp.read('reg_a4', 'reg_a', NULL, 'host:2'), 1, 'running, started, no heartbeat since it last came back: ...');
 SELECT is((pg_temp.ctx('reg_a4') ->> 'stalled', (pg_temp.att(pg_temp.cur('reg_a'))).status), ('true'::text, 'stalled'::text),
