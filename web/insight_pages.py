@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pgbus.web.app import Dashboard
 
 NOW_STATUSES = ("ready", "running", "waiting", "paused")
+FUNNEL_STATUSES = (*NOW_STATUSES, "cancelled")
 STATUS_WORDS = {
     "ready": "Scheduled",
     "running": "Running",
@@ -73,39 +74,134 @@ def bucket_label(at: str, bucket: str, zone: ZoneInfo | None) -> str:
     return when.strftime("%H:%M")
 
 
+def number(value: Any) -> str:
+    """The templates' `number` filter, for texts built here."""
+    return "—" if value is None else f"{value:,}"
+
+
+def count_cell(n: Any, href: Any) -> tuple[Any, str, Any]:
+    """A count as a table cell shows it: (n, its text, the link when there is something to list)."""
+    return (n, number(n), href if n else None)
+
+
+def figures_texts(s: dict[str, Any]) -> dict[str, str]:
+    """The texts of a group of attempts' figures (pgbus.workflow_step_figures), each formatted
+    once here rather than by a call per value in the template."""
+    rt, pu = s["run_time"], s["pickup"]
+    return {
+        "attempts": number(s["attempts"]),
+        "run_time": f"{secs(rt['p50'])} / {secs(rt['p95'])} / {secs(rt['p99'])}",
+        "pickup": f"{secs(pu['p50'])} / {secs(pu['p95'])} / {secs(pu['p99'])}",
+        "pickup_p50_p95": f"{secs(pu['p50'])} / {secs(pu['p95'])}",
+        "failure_rate": percent(s["failure_rate"]),
+        "reattempt_rate": percent(s["reattempt_rate"]),
+        "skip_rate": percent(s["skip_rate"]),
+    }
+
+
+def pipeline_rows(steps: dict[str, Any], link) -> list[dict[str, Any]]:
+    """The pipeline's rows: each step with its runs now (linked to the list of exactly those runs)
+    and its figures' texts."""
+    until = steps["until"]
+    rows = []
+    for s in steps["steps"]:
+        name = s["step_name"]
+        row = figures_texts(s)
+        row.update(
+            step_name=name,
+            position=s["position"],
+            removed=s["removed"],
+            few_samples=s["few_samples"],
+            now=[
+                count_cell(s[st], s[st] and link(status=st, step=name, created_to=until))
+                for st in NOW_STATUSES
+            ],
+        )
+        rows.append(row)
+    return rows
+
+
+def funnel_rows(funnel: dict[str, Any], link) -> list[dict[str, Any]]:
+    """The funnel's rows: each step's "reached" and its runs there now (and cancelled there),
+    each count linked to the list of exactly those runs."""
+    since, until = funnel["since"], funnel["until"]
+    return [
+        {
+            "step_name": s["step_name"],
+            "reached": number(s["reached"]),
+            "here": [
+                count_cell(
+                    s[st],
+                    s[st]
+                    and link(status=st, step=s["step_name"], created_from=since, created_to=until),
+                )
+                for st in FUNNEL_STATUSES
+            ],
+        }
+        for s in funnel["steps"]
+    ]
+
+
+def revision_rows(revisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-revision tables: each revision's steps with their figures' texts."""
+    out = []
+    for r in revisions:
+        steps = []
+        for s in r["steps"]:
+            row = figures_texts(s)
+            row.update(
+                step_name=s["step_name"],
+                few_samples=s["few_samples"],
+                rose=s["rose"],
+                failure_rate_before=percent(s["failure_rate_before"]),
+            )
+            steps.append(row)
+        out.append(
+            {"app_revision": r["app_revision"], "attempts": number(r["attempts"]), "steps": steps}
+        )
+    return out
+
+
 def throughput_chart(data: dict[str, Any], link) -> dict[str, Any]:
     zone = ZoneInfo(data["time_zone"]) if _known_zone(data["time_zone"]) else None
     buckets = data["buckets"]
-    labels = [bucket_label(b["from"], data["bucket"], zone) for b in buckets]
-    kinds = (("started", "Started"), ("finished", "Finished"), ("cancelled", "Cancelled"))
+    bucket = data["bucket"]
+    labels = [bucket_label(b["from"], bucket, zone) for b in buckets]
+    started = [b["started"] for b in buckets]
+    finished = [b["finished"] for b in buckets]
+    cancelled = [b["cancelled"] for b in buckets]
     rows = []
     for label, b in zip(labels, buckets, strict=True):
-        if not any(b[k] for k, _ in kinds):
+        s, f, c = b["started"], b["finished"], b["cancelled"]
+        if not (s or f or c):
             continue
         rows.append(
-            [
+            (
                 label,
-                {
-                    "n": b["started"],
-                    "href": link(status="all", created_from=b["from"], created_to=b["to"]),
-                },
-                {
-                    "n": b["finished"],
-                    "href": link(status="finished", ended_from=b["from"], ended_to=b["to"]),
-                },
-                {
-                    "n": b["cancelled"],
-                    "href": link(status="cancelled", ended_from=b["from"], ended_to=b["to"]),
-                },
-            ]
+                (
+                    count_cell(
+                        s, s and link(status="all", created_from=b["from"], created_to=b["to"])
+                    ),
+                    count_cell(
+                        f, f and link(status="finished", ended_from=b["from"], ended_to=b["to"])
+                    ),
+                    count_cell(
+                        c, c and link(status="cancelled", ended_from=b["from"], ended_to=b["to"])
+                    ),
+                ),
+            )
         )
     return {
         "id": "throughput",
-        "caption": f"Runs started, finished and cancelled per {_bucket_words(data['bucket'])} "
+        "caption": f"Runs started, finished and cancelled per {_bucket_words(bucket)} "
         f"over {data['window']} ({data['time_zone']})",
         "options": {
             "chart": {"type": "bar", "height": 260, "animations": {"enabled": False}},
-            "series": [{"name": word, "data": [b[k] for b in buckets]} for k, word in kinds],
+            "series": [
+                {"name": "Started", "data": started},
+                {"name": "Finished", "data": finished},
+                {"name": "Cancelled", "data": cancelled},
+            ],
             "colors": ["#0969da", "#1a7f37", "#6e7781"],
             "xaxis": {"categories": labels, "tickAmount": 12},
             "dataLabels": {"enabled": False},
@@ -130,7 +226,7 @@ def durations_chart(data: dict[str, Any]) -> dict[str, Any]:
         },
         "table": {
             "head": ["Duration", "Runs"],
-            "rows": [[b["label"], b["runs"]] for b in bins if b["runs"]],
+            "rows": [(b["label"], (count_cell(b["runs"], None),)) for b in bins if b["runs"]],
         },
         "empty": "No run finished in this window.",
     }
@@ -255,13 +351,20 @@ def routes(d: Dashboard) -> list[Route]:
             def block(name: str):
                 return Lazy(lambda: d.data.workflow_class_block(name, cls, window))
 
-        def link(**filters: Any) -> str:
-            return list_url(request, workflow_class=cls, **filters)
+        # The Workflows list filtered to this class and more: list_url's answer, its first pair
+        # quoted once for the page's ~100 links.
+        prefix = d.route_path(request, "workflows") + "?" + _pair("workflow_class", cls)
 
-        steps, throughput, durations = (
+        def link(**filters: Any) -> str:
+            return prefix + "".join(
+                "&" + _pair(k, iso(v)) for k, v in filters.items() if v is not None
+            )
+
+        steps, throughput, durations, funnel = (
             block("steps+revisions"),
             block("throughput"),
             block("durations"),
+            block("funnel"),
         )
         return page(
             request,
@@ -276,8 +379,10 @@ def routes(d: Dashboard) -> list[Route]:
             loaded=loaded(cls),
             window=window,
             steps=steps,
-            funnel=block("funnel"),
-            revisions=steps,
+            pipeline=Lazy(lambda: pipeline_rows(steps.get(), link)),
+            funnel=funnel,
+            funnel_rows=Lazy(lambda: funnel_rows(funnel.get(), link)),
+            revisions=Lazy(lambda: revision_rows(steps["revisions"])),
             attention_url=d.route_path(request, "workflows_attention")
             + "?"
             + _encode({"workflow_class": cls}),
