@@ -291,8 +291,28 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- Every stuck run (pgbus.workflow_stuck), grouped by class, step, reason and error class: how
--- many, first and last seen (the oldest and newest "since"), and the newest error's message.
--- With only_class, only that class's stuck runs are read (workflow_stuck's only_class).
+-- many, first and last seen (the oldest and newest "since"), and the newest error's message
+-- (that of the newest run in the group whose current attempt has an error class: grouped
+-- first, then one look-up per group). Unordered; a plain SELECT, inlined into its callers' plans.
+CREATE OR REPLACE FUNCTION pgbus.workflow_attention_groups(
+    only_class text, stall_threshold interval, overdue_after interval, waiting_threshold interval
+) RETURNS TABLE (workflow_class text, step_name text, reason text, error_class text,
+                 runs bigint, first_seen timestamptz, last_seen timestamptz, newest_error text)
+LANGUAGE sql STABLE AS $$
+    SELECT g.workflow_class, g.step_name, g.reason, g.error_class, g.runs, g.first_seen, g.last_seen,
+           (SELECT s.error ->> 'message'
+            FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
+            WHERE w.workflow_id = g.newest_failed)
+    FROM (SELECT x.workflow_class, x.step_name, x.reason, x.error_class, count(*) AS runs,
+                 min(x.since) AS first_seen, max(x.since) AS last_seen,
+                 (array_agg(x.workflow_id ORDER BY x.since DESC NULLS LAST)
+                      FILTER (WHERE x.error_class IS NOT NULL))[1] AS newest_failed
+          FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold, only_class) x
+          GROUP BY 1, 2, 3, 4) g
+$$;
+
+-- The attention groups (pgbus.workflow_attention_groups), the largest first. With only_class,
+-- only that class's stuck runs are read (workflow_stuck's only_class).
 CREATE OR REPLACE FUNCTION pgbus.workflow_attention(
     only_class text DEFAULT NULL,
     stall_threshold interval DEFAULT interval '15 minutes',
@@ -302,41 +322,20 @@ CREATE OR REPLACE FUNCTION pgbus.workflow_attention(
                  runs bigint, first_seen timestamptz, last_seen timestamptz, newest_error text)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    -- Grouped first; then one look-up per group for its newest error's message (that of the
-    -- newest run in the group whose current attempt has an error class).
     IF only_class IS NULL THEN
         -- Every class (the page's default): a static query, so its plan is cached with the
         -- session (planning the inlined pgbus.workflow_stuck costs about as much as reading a
         -- thousand of its rows; the thresholds are parameters of that plan, the class is none).
         RETURN QUERY
-            SELECT g.workflow_class, g.step_name, g.reason, g.error_class, g.runs, g.first_seen, g.last_seen,
-                   (SELECT s.error ->> 'message'
-                    FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
-                    WHERE w.workflow_id = g.newest_failed)
-            FROM (SELECT x.workflow_class, x.step_name, x.reason, x.error_class, count(*) AS runs,
-                         min(x.since) AS first_seen, max(x.since) AS last_seen,
-                         (array_agg(x.workflow_id ORDER BY x.since DESC NULLS LAST)
-                              FILTER (WHERE x.error_class IS NOT NULL))[1] AS newest_failed
-                  FROM pgbus.workflow_stuck(stall_threshold, overdue_after, waiting_threshold, NULL) x
-                  GROUP BY 1, 2, 3, 4) g
+            SELECT * FROM pgbus.workflow_attention_groups(NULL, stall_threshold, overdue_after, waiting_threshold) g
             ORDER BY g.runs DESC, 1, 2, 3, 4;
         RETURN;
     END IF;
     -- One class: planned on each call for it (EXECUTE): a plan cached for any class (as a
     -- prepared statement's or a static query's is after a few calls) reads every class's runs.
-    RETURN QUERY EXECUTE $q$
-        SELECT g.workflow_class, g.step_name, g.reason, g.error_class, g.runs, g.first_seen, g.last_seen,
-               (SELECT s.error ->> 'message'
-                FROM pgbus.workflows w JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id
-                WHERE w.workflow_id = g.newest_failed)
-        FROM (SELECT x.workflow_class, x.step_name, x.reason, x.error_class, count(*) AS runs,
-                     min(x.since) AS first_seen, max(x.since) AS last_seen,
-                     (array_agg(x.workflow_id ORDER BY x.since DESC NULLS LAST)
-                          FILTER (WHERE x.error_class IS NOT NULL))[1] AS newest_failed
-              FROM pgbus.workflow_stuck($2, $3, $4, $1) x
-              GROUP BY 1, 2, 3, 4) g
-        ORDER BY g.runs DESC, 1, 2, 3, 4
-    $q$ USING only_class, stall_threshold, overdue_after, waiting_threshold;
+    RETURN QUERY EXECUTE
+        'SELECT * FROM pgbus.workflow_attention_groups($1, $2, $3, $4) g ORDER BY g.runs DESC, 1, 2, 3, 4'
+    USING only_class, stall_threshold, overdue_after, waiting_threshold;
 END;
 $$;
 
