@@ -41,18 +41,14 @@ LANGUAGE sql STABLE AS $$
                                      'p99', round($6[3]::numeric, 3)))
 $$;
 
--- The window as the blocks repeat it.
+-- The window as the blocks repeat it, from the window they read
+-- (pgbus.workflow_insights_window). (STABLE as jsonb_build_object is: inlined.)
+DROP FUNCTION IF EXISTS pgbus.workflow_insights_window_json(text, interval, timestamptz);
 CREATE OR REPLACE FUNCTION pgbus.workflow_insights_window_json(
-    window_name text, retention interval, as_of timestamptz
+    label text, since timestamptz, until timestamptz, capped boolean, bucket text
 ) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    w record;
-BEGIN
-    SELECT * INTO w FROM pgbus.workflow_insights_window(window_name, retention, as_of);
-    RETURN jsonb_build_object('window', w.label, 'since', w.since, 'until', w.until,
-                              'capped', w.capped, 'bucket', w.bucket);
-END;
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('window', $1, 'since', $2, 'until', $3, 'capped', $4, 'bucket', $5)
 $$;
 
 -- The figures (pgbus.workflow_step_figures' inputs) of a class's attempts that ended in
@@ -292,7 +288,7 @@ BEGIN
     INTO attention USING stall_threshold, overdue_after, waiting_threshold, workflow_class;
     RETURN jsonb_build_object(
                'workflow_class', workflow_class, 'registered', registered, 'attention', attention)
-           || jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
+           || pgbus.workflow_insights_window_json(win.label, win.since, win.until, win.capped, win.bucket)
            || jsonb_build_object('steps', steps)
            || CASE WHEN max_revisions IS NULL THEN '{}'::jsonb
                    ELSE jsonb_build_object('revisions', pgbus.workflow_revisions_json(workflow_class, figures, max_revisions)) END;
@@ -363,7 +359,7 @@ BEGIN
                ORDER BY b.bucket_start), '[]')
     INTO buckets
     FROM b LEFT JOIN started s ON s.k = b.bucket_start LEFT JOIN ended e ON e.k = b.bucket_start;
-    RETURN jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
+    RETURN pgbus.workflow_insights_window_json(win.label, win.since, win.until, win.capped, win.bucket)
            || jsonb_build_object('workflow_class', workflow_class, 'time_zone', tz, 'buckets', buckets);
 END;
 $$;
@@ -428,7 +424,7 @@ BEGIN
                         ORDER BY bins.i) FROM pgbus.workflow_duration_bins() bins))
     INTO answer
     FROM p;
-    RETURN jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
+    RETURN pgbus.workflow_insights_window_json(win.label, win.since, win.until, win.capped, win.bucket)
            || jsonb_build_object('workflow_class', workflow_class) || answer;
 END;
 $$;
@@ -533,7 +529,7 @@ BEGIN
             LEFT JOIN reached rc ON rc.step_name = nm.step_name
             LEFT JOIN here h ON h.step_name = nm.step_name), '[]'))
     INTO answer;
-    RETURN jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
+    RETURN pgbus.workflow_insights_window_json(win.label, win.since, win.until, win.capped, win.bucket)
            || jsonb_build_object('workflow_class', workflow_class) || answer;
 END;
 $$;
@@ -559,7 +555,7 @@ DECLARE
     win record;
 BEGIN
     SELECT * INTO win FROM pgbus.workflow_insights_window(window_name, retention, as_of);
-    RETURN jsonb_build_object('window', win.label, 'since', win.since, 'until', win.until, 'capped', win.capped, 'bucket', win.bucket)
+    RETURN pgbus.workflow_insights_window_json(win.label, win.since, win.until, win.capped, win.bucket)
            || jsonb_build_object(
                   'workflow_class', workflow_class,
                   'revisions', pgbus.workflow_revisions_json(

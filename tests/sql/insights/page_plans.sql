@@ -23,14 +23,16 @@ FROM generate_series(1, 30) k, (VALUES ('x'), ('y'), ('z')) s(s);
 SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname)
            FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
            WHERE p.pronamespace = 'pgbus'::regnamespace AND l.lanname <> 'plpgsql'
-             AND p.proname IN ('workflow_class_exists', 'workflow_insights_window_json', 'workflow_revisions_json',
+             AND p.proname IN ('workflow_class_exists', 'workflow_revisions_json',
                                'insights_sorted_percentiles', 'insights_percentiles', 'workflow_insights_covered',
                                'workflow_insights_funnel_covered', 'workflow_insights_bucket_hours',
                                'workflow_insights_span_valid')),
           NULL, 'the helpers a page calls that the planner cannot inline are PL/pgSQL (plans kept for the session)');
-SELECT is((SELECT l.lanname || ' ' || p.provolatile::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
-           WHERE p.oid = 'pgbus.workflow_step_figures(bigint, bigint, bigint, bigint, double precision[], double precision[])'::regprocedure),
-          'sql s', 'pgbus.workflow_step_figures is LANGUAGE sql and STABLE, as its jsonb_build_object is: the planner inlines it');
+SELECT is((SELECT array_agg(l.lanname || ' ' || p.provolatile::text ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+           WHERE p.oid IN ('pgbus.workflow_step_figures(bigint, bigint, bigint, bigint, double precision[], double precision[])'::regprocedure,
+                           'pgbus.workflow_insights_window_json(text, timestamptz, timestamptz, boolean, text)'::regprocedure)),
+          ARRAY['sql s', 'sql s'],
+          'pgbus.workflow_step_figures and workflow_insights_window_json are LANGUAGE sql and STABLE, as their jsonb_build_object is: the planner inlines them');
 SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
            WHERE p.pronamespace = 'pgbus'::regnamespace
              AND p.proname IN ('workflow_class_steps', 'workflow_class_throughput', 'workflow_class_durations',
