@@ -338,14 +338,36 @@ BEGIN
 END;
 $$;
 
+-- The k-th smallest value (1-based, 1 <= k <= both lengths together) of two sorted arrays
+-- together, by bisection: the smallest count i of a's values among the k smallest for which
+-- b's (k - i)-th value is not after a's (i + 1)-th (a count that only grows true as i grows);
+-- the k-th is then the larger of a's i-th and b's (k - i)-th (an index 0 reads NULL, which
+-- greatest leaves out). About log2(k) element reads, no query, nothing sorted.
+CREATE OR REPLACE FUNCTION pgbus.insights_kth(a double precision[], b double precision[], k bigint)
+RETURNS double precision
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    lo bigint := greatest(0, k - coalesce(cardinality(b), 0));
+    hi bigint := least(k, coalesce(cardinality(a), 0));
+    mid bigint;
+BEGIN
+    WHILE lo < hi LOOP
+        mid := (lo + hi) / 2;
+        IF b[k - mid] <= a[mid + 1] THEN
+            hi := mid;
+        ELSE
+            lo := mid + 1;
+        END IF;
+    END LOOP;
+    RETURN greatest(a[lo], b[k - lo]);
+END;
+$$;
+
 -- percentile_cont(fractions) of every value of the lists, each list sorted ascending. One list:
--- by position. One long list `big` and few (t) other values (a span beside a window's other
--- hours and live ends): the r-th smallest value is the (r - a)-th smallest of big[a + 1 : r]
--- and the others, a = max(0, r - t - 1) (each of big's first a values has at most a - 1 + t
--- values before it, so fewer than r; big's values after its r-th cannot come before it), so
--- only those few values are sorted for each order statistic percentile_cont reads. Otherwise (a
--- few thousand values, or no list much longer than the rest) every value is sorted, as
--- percentile_cont does.
+-- by position. Otherwise the longest list stays as it is, the others are merged into one sorted
+-- array (pgbus.insights_merge: only their values are sorted, usually a few beside a window's
+-- span), and each order statistic percentile_cont reads is found in the two by bisection
+-- (pgbus.insights_kth).
 CREATE OR REPLACE FUNCTION pgbus.insights_percentiles(lists pgbus.insights_values[], fractions double precision[])
 RETURNS double precision[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
@@ -355,23 +377,16 @@ DECLARE
     most bigint := -1;
     big double precision[];
     others double precision[];
-    n bigint;
-    t bigint;
+    n bigint := 0;
     pos double precision;
-    r bigint;
-    a bigint;
     lo double precision;
-    hi double precision;
     answer double precision[] := '{}';
 BEGIN
     IF cardinality(lists) = 1 THEN
         RETURN pgbus.insights_sorted_percentiles(coalesce((lists[1]).v, '{}'), fractions);
-    ELSIF coalesce(cardinality(lists), 0) = 0 THEN
-        RETURN NULL;
     END IF;
     -- The longest list (the first of the longest) and how many values in all, without a query.
-    n := 0;
-    FOR i IN 1 .. cardinality(lists) LOOP
+    FOR i IN 1 .. coalesce(cardinality(lists), 0) LOOP
         size := coalesce(cardinality((lists[i]).v), 0);
         n := n + size;
         IF size > most THEN
@@ -379,31 +394,24 @@ BEGIN
             longest := i;
         END IF;
     END LOOP;
-    t := n - most;
     IF n = 0 THEN
         RETURN NULL;
-    ELSIF t = 0 THEN
-        RETURN pgbus.insights_sorted_percentiles((lists[longest]).v, fractions);
-    ELSIF n <= 2048 OR (2 * t + 1) * 2 * cardinality(fractions) > n THEN
-        -- (The same values in any order: percentile_cont sorts them.)
-        RETURN (SELECT percentile_cont(fractions) WITHIN GROUP (ORDER BY x) FROM unnest(lists) l, unnest(l.v) x);
     END IF;
     big := (lists[longest]).v;
-    others := ARRAY(SELECT x FROM unnest(lists) WITH ORDINALITY AS l(v, i), unnest(l.v) x WHERE l.i <> longest);
-    FOR i IN 1 .. cardinality(fractions) LOOP
-        pos := fractions[i] * (n - 1)::double precision;
-        r := 1 + floor(pos)::bigint;
-        a := greatest(0, r - t - 1);
-        lo := (SELECT c.x FROM (SELECT unnest(big[a + 1 : r]) AS x UNION ALL SELECT unnest(others)) c
-               ORDER BY c.x OFFSET r - a - 1 LIMIT 1);
+    IF n = most THEN
+        RETURN pgbus.insights_sorted_percentiles(big, fractions);
+    ELSIF fractions IS NULL THEN
+        RETURN answer;
+    END IF;
+    others := pgbus.insights_merge(lists[:longest - 1] || lists[longest + 1:]);
+    FOREACH pos IN ARRAY fractions LOOP
+        pos := pos * (n - 1)::double precision;
+        lo := pgbus.insights_kth(big, others, 1 + floor(pos)::bigint);
         IF pos = floor(pos) THEN
             answer := answer || lo;
         ELSE
-            r := 1 + ceil(pos)::bigint;
-            a := greatest(0, r - t - 1);
-            hi := (SELECT c.x FROM (SELECT unnest(big[a + 1 : r]) AS x UNION ALL SELECT unnest(others)) c
-                   ORDER BY c.x OFFSET r - a - 1 LIMIT 1);
-            answer := answer || (lo + ((pos - floor(pos)) * (hi - lo)));
+            answer := answer || (lo + ((pos - floor(pos))
+                                       * (pgbus.insights_kth(big, others, 1 + ceil(pos)::bigint) - lo)));
         END IF;
     END LOOP;
     RETURN answer;

@@ -1,11 +1,11 @@
 -- pgTAP tests for the insights' exact percentiles over sorted lists (sql/functions/500:
--- pgbus.insights_sorted_percentiles, pgbus.insights_percentiles,
+-- pgbus.insights_sorted_percentiles, pgbus.insights_kth, pgbus.insights_percentiles,
 -- pgbus.insights_merge): the same answers as percentile_cont, bit for bit, on hand-checked
 -- cases and on 200 generated ones (one list, one long list beside a few values, many short
 -- lists, ties, empty lists).
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(13);
+SELECT plan(17);
 
 -- Lists from their text forms ('{3, 1}'), each sorted.
 CREATE FUNCTION pg_temp.lists(VARIADIC l text[]) RETURNS pgbus.insights_values[] LANGUAGE sql AS $f$
@@ -19,7 +19,17 @@ SELECT is(pgbus.insights_sorted_percentiles('{1, 2, 3, 10}', '{0.5, 0.95, 0.99}'
           'one sorted list: by position, as percentile_cont');
 SELECT is(pgbus.insights_sorted_percentiles('{1, 2, 3, 10}', '{0.5}'), '{2.5}', 'the median of 1, 2, 3, 10 is 2.5');
 SELECT is(pgbus.insights_sorted_percentiles('{}', '{0.5}'), NULL, 'no values: NULL');
--- One long list and a few other values (the order statistics from a few values around each):
+-- The k-th smallest of two sorted arrays together: 1, 2, 3, 5, 8, 9 from {1, 5, 9} and {2, 3, 8}.
+SELECT is(array(SELECT pgbus.insights_kth('{1, 5, 9}', '{2, 3, 8}', k) FROM generate_series(1, 6) k),
+          '{1, 2, 3, 5, 8, 9}', 'the k-th of two sorted arrays, for every k');
+SELECT is(array(SELECT pgbus.insights_kth('{}', '{2, 3, 8}', k) FROM generate_series(1, 3) k) ||
+          array(SELECT pgbus.insights_kth('{2, 3, 8}', '{}', k) FROM generate_series(1, 3) k),
+          '{2, 3, 8, 2, 3, 8}', 'one of them empty: the other by position');
+SELECT is(array(SELECT pgbus.insights_kth('{1, 2, 3}', '{7, 8}', k) FROM generate_series(1, 5) k),
+          '{1, 2, 3, 7, 8}', 'all of one before all of the other');
+SELECT is(array(SELECT pgbus.insights_kth('{4, 4, 4}', '{1, 4, 9}', k) FROM generate_series(1, 6) k),
+          '{1, 4, 4, 4, 4, 9}', 'ties across both');
+-- One long list and a few other values:
 -- 1..3000 beside 5.5, 200.5 and 10000.
 SELECT is(pgbus.insights_percentiles(ARRAY[ROW(array(SELECT g::double precision FROM generate_series(1, 3000) g))::pgbus.insights_values,
                                            ROW('{5.5, 200.5, 10000}')::pgbus.insights_values], '{0.5, 0.95, 0.99, 0, 1}'),
@@ -39,7 +49,7 @@ SELECT is(pgbus.insights_percentiles('{}', '{0.5}'), NULL, 'no lists: NULL');
 SELECT is(pgbus.insights_merge(pg_temp.lists('{3, 7}', '{1, 9, 10}')), '{1, 3, 7, 9, 10}', 'merged into one sorted array');
 
 -- Generated cases: n values in m lists, either spread evenly or one list holding about 97 %
--- (the selection path), with many ties in every third case.
+-- (a window's span beside its other hours), with many ties in every third case.
 SELECT setseed(0.549);
 CREATE TEMP TABLE cases AS
 SELECT c, 1 + (c * 7) % 6 AS m, (ARRAY[1, 7, 60, 400, 2500, 12000])[1 + c % 6] AS n, c % 3 = 0 AS ties, c % 4 <> 0 AS one_long
@@ -56,7 +66,7 @@ SELECT is((SELECT count(*) FROM (SELECT l.c, pgbus.insights_percentiles(array_ag
                                                                         '{0.5, 0.95, 0.99, 0, 1, 0.3333, 0.001}') AS p
                                  FROM lists l GROUP BY l.c) got JOIN want USING (c) WHERE got.p IS NOT DISTINCT FROM want.p),
           200::bigint, '200 generated cases: the same percentiles as percentile_cont, bit for bit');
-SELECT ok((SELECT count(*) FROM cases WHERE one_long AND n >= 2500 AND m >= 2) >= 30, 'of which at least 30 take the selection path (one long list beside others, n >= 2500)');
+SELECT ok((SELECT count(*) FROM cases WHERE one_long AND n >= 2500 AND m >= 2) >= 30, 'of which at least 30 are one long list beside others, n >= 2500');
 SELECT is((SELECT count(*) FROM (SELECT c, pgbus.insights_merge(array_agg(ROW(v)::pgbus.insights_values)) AS v FROM lists GROUP BY c) got
            WHERE got.v = (SELECT array_agg(x ORDER BY x) FROM vals WHERE vals.c = got.c)), 200::bigint, 'merged: every value once, sorted');
 
