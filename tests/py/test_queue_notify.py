@@ -1,6 +1,8 @@
 """A queue's insert notification between real sessions: a send never waits for another
-sender's open transaction, and a listener is still woken (pgbus.queue_notify_listeners)."""
+sender's open transaction, a listener is still woken, and a session plans the trigger's
+throttle lookup once (pgbus.queue_notify_listeners)."""
 
+import re
 import time
 
 import psycopg
@@ -61,3 +63,21 @@ def test_a_listener_is_woken_by_a_send_and_again_once_the_interval_has_passed(db
         )
         _send(sender)
         assert [n.channel for n in listener.notifies(timeout=5, stop_after=1)] == [channel]
+
+
+def test_a_session_plans_the_throttle_lookup_once_not_on_every_send(db_url, queue):
+    # After PostgreSQL's five custom plans, the session's sends reuse one generic plan: its
+    # queue name is a parameter ($n) in the plan auto_explain shows, not a constant folded in.
+    plans: list[str] = []
+    with psycopg.connect(db_url, autocommit=True) as c:
+        c.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+        c.execute("LOAD 'auto_explain'")
+        c.execute("SET auto_explain.log_min_duration = 0")
+        c.execute("SET auto_explain.log_nested_statements = on")
+        c.execute("SET auto_explain.log_level = notice")
+        for _ in range(8):
+            _send(c)
+    lookups = [p for p in plans if "FROM pgmq.notify_insert_throttle t" in p.split("\n", 2)[1]]
+    assert len(lookups) == 8
+    generic = [bool(re.search(r"queue_name\)::text = \$\d+", p)) for p in lookups]
+    assert generic == [False] * 5 + [True] * 3
