@@ -163,7 +163,7 @@ class Dashboard:
             when=format_when,
             pretty=lambda v: json.dumps(v, indent=2, sort_keys=True, default=str),
             filtered=lambda v: filter_secrets(v, self.filter_names),
-            number=lambda v: "—" if v is None else f"{v:,}",
+            number=number,
             tojson_attr=lambda v: json.dumps(v, separators=(",", ":"), default=str),
             count=count_text,
             counted_ago=counted_ago,
@@ -400,6 +400,12 @@ def human_age(seconds: float | None) -> str:
     if s < 172800:
         return f"{s / 3600:.0f} h"
     return f"{s / 86400:.0f} d"
+
+
+def number(value: Any) -> str:
+    """A count with thousands separators ("—" for none): the templates' `number` filter, and
+    texts built in Python."""
+    return "—" if value is None else f"{value:,}"
 
 
 def format_when(value: datetime | None) -> str:

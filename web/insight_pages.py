@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote_plus
 from zoneinfo import ZoneInfo
 
-from pgbus.web.app import BadInput, Lazy, not_found
+from pgbus.web.app import BadInput, Lazy, not_found, number
 from pgbus.web.workflow_pages import _seconds, text_param
 from starlette.requests import Request
 from starlette.responses import Response
@@ -72,11 +72,6 @@ def bucket_label(at: str, bucket: str, zone: ZoneInfo | None) -> str:
     if bucket == "hour":
         return when.strftime("%m-%d %H:%M")
     return when.strftime("%H:%M")
-
-
-def number(value: Any) -> str:
-    """The templates' `number` filter, for texts built here."""
-    return "—" if value is None else f"{value:,}"
 
 
 def count_cell(n: Any, href: Any) -> tuple[Any, str, Any]:

@@ -16,13 +16,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
-from pgbus.web.app import BadInput, Lazy, not_found
+from pgbus.web.app import BadInput, Lazy, format_when, not_found, number
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from pgbus.config import settings
+from pgbus.data import WORKFLOW_BULK_LIMIT
 
 if TYPE_CHECKING:
     from pgbus.web.app import Dashboard
@@ -463,13 +464,18 @@ def routes(d: Dashboard) -> list[Route]:
 
     def attention(request: Request) -> Response:
         only = text_param(request.query_params.get("workflow_class"), "workflow class")
+        runs_path = d.route_path(request, "workflows")
         return page(
             request,
             "workflow_attention.html",
             {"groups": "_workflow_groups.html"},
             only_class=only,
-            groups=Lazy(lambda: d.data.workflow_attention(only)),
-            bulk_max=500,
+            groups=Lazy(
+                lambda: attention_rows(
+                    d.data.workflow_attention(only), runs_path, WORKFLOW_BULK_LIMIT
+                )
+            ),
+            bulk_max=WORKFLOW_BULK_LIMIT,
         )
 
     def workflow(request: Request) -> Response:
@@ -573,6 +579,44 @@ def routes(d: Dashboard) -> list[Route]:
             name="workflow_action",
         ),
     ]
+
+
+# Each stuck reason (pgbus.workflow_stuck) in the attention page's words.
+STUCK_REASONS = {
+    "paused_error": "Paused on an error",
+    "stalled": "Stalled",
+    "paused_manual": "Paused by hand",
+    "overdue": "Overdue",
+    "waiting_overdue": "Waiting too long",
+}
+
+
+def attention_rows(
+    groups: list[dict[str, Any]], runs_path: str, bulk_max: int
+) -> list[dict[str, Any]]:
+    """The attention table's rows: each group with its texts worked out once here rather than
+    in the template (a row names its class seven times): the link to the group's runs, its
+    reason in words, its count and times, and what its bulk forms ask to confirm and tell a
+    screen reader."""
+    rows = []
+    for g in groups:
+        reason = STUCK_REASONS.get(g["reason"], g["reason"])
+        cls, step = g["workflow_class"], g["step_name"]
+        rows.append(
+            {
+                **g,
+                "href": list_url(
+                    runs_path, {}, workflow_class=cls, step=step, error_class=g["error_class"]
+                ),
+                "reason_words": reason,
+                "runs_text": number(g["runs"]),
+                "first_seen_text": format_when(g["first_seen"]),
+                "last_seen_text": format_when(g["last_seen"]),
+                "confirm": f"up to {min(g['runs'], bulk_max)} {cls} runs ({reason.lower()} at {step or 'no step'})?",
+                "described": f"{cls} {step or ''} {reason.lower()}",
+            }
+        )
+    return rows
 
 
 def max_payload_size(detail: dict[str, Any]) -> int:
