@@ -365,9 +365,8 @@ $$;
 
 -- percentile_cont(fractions) of every value of the lists, each list sorted ascending. One list:
 -- by position. Otherwise the longest list stays as it is, the others are merged into one sorted
--- array (pgbus.insights_merge: only their values are sorted, usually a few beside a window's
--- span), and each order statistic percentile_cont reads is found in the two by bisection
--- (pgbus.insights_kth).
+-- array (only their values are sorted, usually a few beside a window's span), and each order
+-- statistic percentile_cont reads is found in the two by bisection (pgbus.insights_kth).
 CREATE OR REPLACE FUNCTION pgbus.insights_percentiles(lists pgbus.insights_values[], fractions double precision[])
 RETURNS double precision[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
@@ -378,6 +377,7 @@ DECLARE
     big double precision[];
     others double precision[];
     n bigint := 0;
+    f double precision;
     pos double precision;
     lo double precision;
     answer double precision[] := '{}';
@@ -403,9 +403,14 @@ BEGIN
     ELSIF fractions IS NULL THEN
         RETURN answer;
     END IF;
-    others := pgbus.insights_merge(lists[:longest - 1] || lists[longest + 1:]);
-    FOREACH pos IN ARRAY fractions LOOP
-        pos := pos * (n - 1)::double precision;
+    IF cardinality(lists) = 2 THEN
+        others := (lists[3 - longest]).v;  -- (one other list: sorted already)
+    ELSE
+        others := ARRAY(SELECT x FROM unnest(lists) WITH ORDINALITY AS l(v, i), unnest(l.v) x
+                        WHERE l.i <> longest ORDER BY x);
+    END IF;
+    FOREACH f IN ARRAY fractions LOOP
+        pos := f * (n - 1)::double precision;
         lo := pgbus.insights_kth(big, others, 1 + floor(pos)::bigint);
         IF pos = floor(pos) THEN
             answer := answer || lo;
