@@ -136,18 +136,33 @@ LANGUAGE sql STABLE AS $$
            OR (s.status = 'waiting' AND s.waiting_since < now() - waiting_threshold))
 $$;
 
+-- The runs stuck at an open attempt (pgbus.workflow_stuck's runs that are not paused): each
+-- attempt's run looked up through workflows_ongoing_id_idx (ongoing runs only: a smaller index
+-- than the primary key), kept while it is still at that attempt, unpaused, in the status the
+-- attempt implies. Only only_class's runs when it is given. (A plain SELECT: inlined.)
+CREATE OR REPLACE FUNCTION pgbus.workflow_stuck_at_attempts(
+    stall_threshold interval, overdue_after interval, waiting_threshold interval,
+    only_class text DEFAULT NULL
+) RETURNS TABLE (workflow_id uuid, workflow_class text, step_name text, reason text,
+                 error_class text, since timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT w.workflow_id, w.workflow_class, w.current_step, a.reason, a.error_class, a.since
+    FROM pgbus.workflow_stuck_attempts(stall_threshold, overdue_after, waiting_threshold, only_class) a
+    JOIN pgbus.workflows w ON w.workflow_id = a.workflow_id AND w.current_step_id = a.step_id
+    WHERE w.ended_at IS NULL AND w.pause_cause IS NULL AND w.status = a.run_status
+      AND (only_class IS NULL OR w.workflow_class = only_class)
+$$;
+
 -- Runs that need a person, with why: paused_error (a step failed and the run paused),
 -- stalled (its worker died or a step hung: paused by the stall action, or running past its
 -- timeout / the stall threshold), paused_manual (paused by a step or an operator), overdue (its
 -- step was due more than overdue_after ago and has not started), waiting_overdue (its step has
 -- waited longer than waiting_threshold). Only the runs of only_class when it is given. The
 -- gauge, the attention page and its bulk actions, the home card, insights and MCP all read
--- this, or (counting per class) its two parts: the paused runs and workflow_stuck_attempts.
+-- this, or (counting per class) its two parts: the paused runs and workflow_stuck_at_attempts.
 --
 -- Set-based, never a look-up per ongoing run: paused runs come from workflows_paused_idx with
--- their error class on the run; the others from their open attempt (workflow_stuck_attempts),
--- whose run is looked up through workflows_ongoing_id_idx (ongoing runs only: a smaller index
--- than the primary key) and must still be at that attempt, in the status it implies.
+-- their error class on the run; the others from their open attempt (workflow_stuck_at_attempts).
 CREATE OR REPLACE FUNCTION pgbus.workflow_stuck(
     stall_threshold interval DEFAULT interval '15 minutes',
     overdue_after interval DEFAULT interval '5 minutes',
@@ -164,11 +179,7 @@ LANGUAGE sql STABLE AS $$
     WHERE w.pause_cause IS NOT NULL AND w.ended_at IS NULL  -- (paused: workflows_paused_idx)
       AND (only_class IS NULL OR w.workflow_class = only_class)
     UNION ALL
-    SELECT w.workflow_id, w.workflow_class, w.current_step, a.reason, a.error_class, a.since
-    FROM pgbus.workflow_stuck_attempts(stall_threshold, overdue_after, waiting_threshold, only_class) a
-    JOIN pgbus.workflows w ON w.workflow_id = a.workflow_id AND w.current_step_id = a.step_id
-    WHERE w.ended_at IS NULL AND w.pause_cause IS NULL AND w.status = a.run_status
-      AND (only_class IS NULL OR w.workflow_class = only_class)
+    SELECT * FROM pgbus.workflow_stuck_at_attempts(stall_threshold, overdue_after, waiting_threshold, only_class)
 $$;
 
 -- (The sweep, one function per repair: sql/functions/086_workflow_sweep.sql.)

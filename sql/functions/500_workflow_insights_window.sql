@@ -365,8 +365,9 @@ $$;
 
 -- percentile_cont(fractions) of every value of the lists, each list sorted ascending. One list:
 -- by position. Otherwise the longest list stays as it is, the others are merged into one sorted
--- array (only their values are sorted, usually a few beside a window's span), and each order
--- statistic percentile_cont reads is found in the two by bisection (pgbus.insights_kth).
+-- array (pgbus.insights_merge: only their values are sorted, usually a few beside a window's
+-- span), and each order statistic percentile_cont reads is found in the two by bisection
+-- (pgbus.insights_kth).
 CREATE OR REPLACE FUNCTION pgbus.insights_percentiles(lists pgbus.insights_values[], fractions double precision[])
 RETURNS double precision[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
@@ -403,12 +404,7 @@ BEGIN
     ELSIF fractions IS NULL THEN
         RETURN answer;
     END IF;
-    IF cardinality(lists) = 2 THEN
-        others := (lists[3 - longest]).v;  -- (one other list: sorted already)
-    ELSE
-        others := ARRAY(SELECT x FROM unnest(lists) WITH ORDINALITY AS l(v, i), unnest(l.v) x
-                        WHERE l.i <> longest ORDER BY x);
-    END IF;
+    others := pgbus.insights_merge(lists[:longest - 1] || lists[longest + 1:]);
     FOREACH f IN ARRAY fractions LOOP
         pos := f * (n - 1)::double precision;
         lo := pgbus.insights_kth(big, others, 1 + floor(pos)::bigint);
@@ -424,11 +420,17 @@ END;
 $$;
 
 -- The values of the lists merged into one sorted array (one list is returned as it is).
+-- (PL/pgSQL: a SQL function with a subquery is never inlined, and would be planned again on
+-- each call of pgbus.insights_percentiles.)
 CREATE OR REPLACE FUNCTION pgbus.insights_merge(lists pgbus.insights_values[])
 RETURNS double precision[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN cardinality($1) = 1 THEN coalesce(($1[1]).v, '{}')
-                ELSE (SELECT coalesce(array_agg(x ORDER BY x), '{}') FROM unnest($1) l, unnest(l.v) x) END
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF cardinality(lists) = 1 THEN
+        RETURN coalesce((lists[1]).v, '{}');
+    END IF;
+    RETURN (SELECT coalesce(array_agg(x ORDER BY x), '{}') FROM unnest(lists) l, unnest(l.v) x);
+END;
 $$;
 
 -- The bins of the end-to-end duration chart (pgbus.workflow_class_durations), [lo, hi) in

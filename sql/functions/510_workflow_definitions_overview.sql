@@ -69,8 +69,8 @@ BEGIN
     -- Ongoing runs per class, counted from indexes without reading a run: those created before
     -- `until` (workflows_ongoing_idx) and the paused ones (workflows_paused_idx, less the few
     -- created at or after `until`); stuck as pgbus.workflow_stuck says, whatever their creation
-    -- time: every paused run, and each run still at an open attempt past its threshold
-    -- (pgbus.workflow_stuck_attempts) in the status that attempt implies.
+    -- time: every paused run, and each run stuck at an open attempt
+    -- (pgbus.workflow_stuck_at_attempts).
     counted AS (
         SELECT w.workflow_class AS cls,
                count(*) FILTER (WHERE w.created_at < win.until) AS n,
@@ -100,10 +100,8 @@ BEGIN
         GROUP BY 1
     ),
     overdue AS (
-        SELECT w.workflow_class AS cls, count(*) AS n
-        FROM pgbus.workflow_stuck_attempts(stall_threshold, overdue_after, waiting_threshold) a
-        JOIN pgbus.workflows w ON w.workflow_id = a.workflow_id AND w.current_step_id = a.step_id
-        WHERE w.ended_at IS NULL AND w.pause_cause IS NULL AND w.status = a.run_status
+        SELECT k.workflow_class AS cls, count(*) AS n
+        FROM pgbus.workflow_stuck_at_attempts(stall_threshold, overdue_after, waiting_threshold) k
         GROUP BY 1
     ),
     -- A current step counts as removed when the class has a definition and the step is not one

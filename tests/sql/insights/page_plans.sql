@@ -24,7 +24,7 @@ SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname)
            FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
            WHERE p.pronamespace = 'pgbus'::regnamespace AND l.lanname <> 'plpgsql'
              AND p.proname IN ('workflow_class_exists', 'workflow_revisions_json',
-                               'insights_sorted_percentiles', 'insights_kth', 'insights_percentiles', 'workflow_insights_covered',
+                               'insights_sorted_percentiles', 'insights_kth', 'insights_merge', 'insights_percentiles', 'workflow_insights_covered',
                                'workflow_insights_funnel_covered', 'workflow_insights_bucket_hours',
                                'workflow_insights_span_valid')),
           NULL, 'the helpers a page calls that the planner cannot inline are PL/pgSQL (plans kept for the session)');

@@ -3,7 +3,7 @@
 -- (Split from workflow_commands.sql; its shared set-up comes first.)
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(20);
+SELECT plan(22);
 \ir ../include/workflow_commands_setup.psql
 -------------------------------------------------------------------------------------------------
 -- workflow_stuck (classes t_wfc_st_*)
@@ -65,6 +65,19 @@ SELECT set_eq(
                                                         only_class => 't_wfc_st_overdue')$$,
     $$VALUES (pg_temp.cur('st_overdue'))$$,
     'workflow_stuck_attempts(only_class): only that class''s');
+SELECT set_eq(
+    $$SELECT workflow_id, workflow_class, step_name, reason, error_class
+      FROM pgbus.workflow_stuck_at_attempts(interval '15 minutes', interval '5 minutes', interval '7 days')
+      WHERE workflow_class LIKE 't\_wfc\_st\_%'$$,
+    $$SELECT workflow_id, workflow_class, step_name, reason, error_class FROM pgbus.workflow_stuck()
+      WHERE workflow_class LIKE 't\_wfc\_st\_%' AND reason NOT IN ('paused_error', 'paused_manual')
+        AND workflow_id <> pg_temp.run('st_stall')$$,
+    'workflow_stuck_at_attempts: workflow_stuck''s runs that are not paused (timeout, threshold, overdue)');
+SELECT set_eq(
+    $$SELECT workflow_id FROM pgbus.workflow_stuck_at_attempts(interval '15 minutes', interval '5 minutes', interval '7 days',
+                                                               only_class => 't_wfc_st_overdue')$$,
+    $$VALUES (pg_temp.run('st_overdue'))$$,
+    'workflow_stuck_at_attempts(only_class): only that class''s');
 SELECT results_eq(
     $$SELECT reason, since FROM pgbus.workflow_stuck() WHERE workflow_id IN (pg_temp.run('st_timeout'), pg_temp.run('st_overdue'))
       ORDER BY reason$$,
