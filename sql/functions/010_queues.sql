@@ -193,7 +193,10 @@ DROP FUNCTION IF EXISTS pgbus.read_jobs(text[], integer, integer);
 -- each hidden for `vt_seconds`. Queues that do not exist yet, or are paused, are passed over. A workflow
 -- step's message begins its attempt in the same transaction (pgbus.workflow_begin_step, with
 -- `worker` and `app_revision` recorded on it) and carries the attempt's context; one with
--- nothing to run (stale, not due, stalled) is left out.
+-- nothing to run (stale, not due, its run busy) is left out and leaves its place to the next
+-- due message, so that a backlog of stale messages ahead of the others is got through in one
+-- read instead of `qty` per polling interval (up to 1,000 left out per read, to keep the read's
+-- transaction short).
 DROP FUNCTION IF EXISTS pgbus.read_jobs(text[], integer, integer, text, text, text);
 CREATE OR REPLACE FUNCTION pgbus.read_jobs(
     queues text[], vt_seconds integer, qty integer, worker text DEFAULT NULL,
@@ -206,6 +209,9 @@ DECLARE
     r record;
     remaining integer := qty;
     returned integer := 0;
+    asked integer;
+    taken integer;
+    skipped integer := 0;
 BEGIN
     IF vt_seconds IS NULL OR vt_seconds < 1 OR qty IS NULL OR qty < 0 THEN
         RAISE EXCEPTION 'pgbus: read_jobs needs vt_seconds >= 1 and qty >= 0'
@@ -216,31 +222,43 @@ BEGIN
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pgmq.meta m WHERE m.queue_name = q);
         -- A paused queue (the dashboard's Pause) keeps its messages until it is resumed.
         CONTINUE WHEN EXISTS (SELECT 1 FROM pgbus.queue_pauses p WHERE p.queue_name = q);
-        FOR r IN SELECT * FROM pgbus.queue_read(q, vt_seconds, remaining) LOOP
-            remaining := remaining - 1;
-            context := NULL;
-            IF r.message ->> 'job_class' = pgbus.step_job_class() THEN
-                BEGIN
-                    context := pgbus.workflow_begin_step(q, r.msg_id, r.message, worker,
-                                                         read_jobs.app_revision, stall_action,
-                                                         start_now IS NULL OR returned < start_now);
-                EXCEPTION WHEN OTHERS THEN
-                    -- One step that cannot begin must not stop the others: its StepJob fails
-                    -- in the worker like any job (retried with backoff, then dead-lettered).
-                    context := jsonb_build_object('begin_error', SQLERRM, 'sqlstate', SQLSTATE);
-                END;
-                CONTINUE WHEN context IS NULL;
-            END IF;
-            queue := q;
-            msg_id := r.msg_id;
-            read_ct := r.read_ct;
-            enqueued_at := r.enqueued_at;
-            vt := r.vt;
-            message := r.message;
-            IF context IS NULL OR NOT (context ? 'stalled' OR context ? 'held' OR context ? 'concluded') THEN
-                returned := returned + 1;
-            END IF;
-            RETURN NEXT;
+        LOOP
+            asked := remaining;
+            taken := 0;
+            FOR r IN SELECT * FROM pgbus.queue_read(q, vt_seconds, asked) LOOP
+                taken := taken + 1;
+                context := NULL;
+                IF r.message ->> 'job_class' = pgbus.step_job_class() THEN
+                    BEGIN
+                        context := pgbus.workflow_begin_step(q, r.msg_id, r.message, worker,
+                                                             read_jobs.app_revision, stall_action,
+                                                             start_now IS NULL OR returned < start_now);
+                    EXCEPTION WHEN OTHERS THEN
+                        -- One step that cannot begin must not stop the others: its StepJob
+                        -- fails in the worker like any job (retried with backoff, then
+                        -- dead-lettered).
+                        context := jsonb_build_object('begin_error', SQLERRM, 'sqlstate', SQLSTATE);
+                    END;
+                    IF context IS NULL THEN
+                        skipped := skipped + 1;
+                        CONTINUE;
+                    END IF;
+                END IF;
+                remaining := remaining - 1;
+                queue := q;
+                msg_id := r.msg_id;
+                read_ct := r.read_ct;
+                enqueued_at := r.enqueued_at;
+                vt := r.vt;
+                message := r.message;
+                IF context IS NULL OR NOT (context ? 'stalled' OR context ? 'held' OR context ? 'concluded') THEN
+                    returned := returned + 1;
+                END IF;
+                RETURN NEXT;
+            END LOOP;
+            -- Read again while messages were left out and the queue had more (one left out
+            -- was archived or hidden again: the next read takes others).
+            EXIT WHEN remaining <= 0 OR taken < asked OR skipped >= 1000;
         END LOOP;
     END LOOP;
 END;

@@ -4,6 +4,7 @@ import os
 import signal
 
 import psycopg
+import psycopg.sql
 import pytest
 
 from tests.py.sample_workflows import SignupWorkflow, Slow, ThreeSteps, User
@@ -41,6 +42,33 @@ def test_a_thousand_runs_each_step_exactly_once(db_url, users, procs):
         == 0
     )
     assert len(runs) == 1000
+
+
+def test_a_backlog_of_stale_step_messages_does_not_hold_back_a_due_step(db_url, users, procs):
+    """500 step messages whose runs are gone sit ahead of a run's first step. The worker's
+    reads pass over them (archiving them) to the due step, instead of taking a polling
+    interval for every few of them (that was 250 s here: 2 per read, one read per second)."""
+    run = ThreeSteps.start(n="behind")
+    queue = users.execute(
+        "SELECT queue FROM pgbus.workflow_steps WHERE workflow_id = %s", (run.workflow_id,)
+    ).fetchone()[0]
+    users.execute(
+        "SELECT FROM pgbus.enqueue(%(q)s, pgbus.step_job_class(), ARRAY(SELECT jsonb_build_object("
+        " 'kwargs', jsonb_build_object('workflow_id', gen_random_uuid(), 'step_id', -i))"
+        " FROM generate_series(1, 500) i))",
+        {"q": queue},
+    )
+    table = psycopg.sql.Identifier("q_" + queue)
+    users.execute(
+        psycopg.sql.SQL(
+            "UPDATE pgmq.{} SET vt = now() - interval '1 hour'"
+            " WHERE (message -> 'kwargs' ->> 'step_id')::bigint < 0"
+        ).format(table)
+    )
+    procs.append(worker_process(db_url, "--threads", "1", env={"PGBUS_POLLING_INTERVAL": "1"}))
+    wait_until(lambda: run.status() == "finished", timeout=15, what="the run behind them finished")
+    left = psycopg.sql.SQL("SELECT count(*) FROM pgmq.{}").format(table)
+    assert users.execute(left).fetchone()[0] == 0
 
 
 def test_kill_9_mid_step_applies_the_stall_action(db_url, users, procs):
