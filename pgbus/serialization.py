@@ -17,6 +17,8 @@ from typing import Any
 from pgbus.errors import PgbusError
 
 TAG = "__pgbus__"
+# A NUL character is in no text or JSON PostgreSQL can store.
+NUL_REFUSAL = "holds a NUL character (\\u0000), which PostgreSQL cannot store"
 
 
 class SerializationError(PgbusError):
@@ -28,6 +30,8 @@ def _class_path(cls: type) -> str:
 
 
 def _encode(value: Any, where: str) -> Any:
+    if isinstance(value, str) and "\x00" in value:
+        raise SerializationError(f"{where} {NUL_REFUSAL}")
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, enum.Enum):  # before int: IntEnum members are ints too
@@ -47,6 +51,8 @@ def _encode(value: Any, where: str) -> Any:
                 raise SerializationError(
                     f"{where} has a key {k!r}: dictionary keys must be strings"
                 )
+            if "\x00" in k:
+                raise SerializationError(f"{where} has a key that {NUL_REFUSAL}")
             out[k] = _encode(v, f"{where}[{k!r}]")
         if TAG in out:
             return {TAG: "dict", "v": out}
@@ -121,6 +127,9 @@ def _decode(value: Any) -> Any:
 
 def dump_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """{"args": [...], "kwargs": {...}} ready for JSON; SerializationError names the culprit."""
+    for k in kwargs:
+        if "\x00" in k:
+            raise SerializationError(f"a keyword argument's name {NUL_REFUSAL}")
     return {
         "args": [_encode(a, f"argument {i + 1}") for i, a in enumerate(args)],
         "kwargs": {k: _encode(v, f"keyword argument {k!r}") for k, v in kwargs.items()},

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 import psycopg
@@ -50,6 +50,7 @@ from pgbus.data import (
     DataSource,
     filter_secrets,
 )
+from pgbus.serialization import NUL_REFUSAL, SerializationError, dump_arguments
 
 log = logging.getLogger("pgbus.web")
 
@@ -57,14 +58,18 @@ HERE = Path(__file__).parent
 QUEUE_NAME = re.compile(r"^[a-z0-9_]{1,47}$")
 # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
 DIGITS = re.compile(r"[0-9]{1,19}")
-# A path parameter that Starlette's url_for puts into a path unchanged (no "/", "?", "#",
-# space or control character): the page's links fill such values into a path worked out once
-# per route instead of asking the router for every link (a list page has dozens).
-PLAIN_PATH_PARAM = re.compile(r"[A-Za-z0-9._~:@!$&'()*+,;=%-]+")
+# A path parameter that goes into a path as it is (no "/", "?", "#", "%", space or control
+# character); any other is percent-encoded, and the router, which decodes the path before it
+# matches, hands the handler the value itself (a route whose value may hold "/", such as a
+# workflow class name, takes it as {name:path}).
+PLAIN_PATH_PARAM = re.compile(r"[A-Za-z0-9._~:@!$&'()*+,;=-]+")
 PATH_PARAM_MARKER = re.compile(r"~pgbus-param-([A-Za-z_][A-Za-z0-9_]*)~")
 MAX_BIGINT = 2**63 - 1
 MAX_BODY = 256 * 1024  # a form bigger than this is refused before it is read
 MAX_FIELD = 4096
+# Fields that hold a JSON payload may be as long as the form: their own limit (such as
+# workflow_max_payload_size) is checked where they are read.
+LONG_FIELDS = frozenset({"payload"})
 MAX_SELECTED = BULK_LIMIT
 CSRF_REFUSAL = "Forbidden: the form's CSRF token is missing or wrong; reload the page"
 
@@ -124,6 +129,30 @@ def decode_cursor(value: str | None) -> tuple[datetime, str, int] | None:
         raise BadInput("Bad page cursor") from None
 
 
+def json_object(text: str) -> dict[str, Any]:
+    """A form's JSON object (a payload), refused with a plain sentence when it is not one, or
+    holds what PostgreSQL cannot store: NaN or Infinity (not JSON), a NUL character."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(constant)
+
+    try:
+        value = json.loads(text, parse_constant=refuse)
+    except ValueError:
+        raise BadInput("The payload is not valid JSON") from None
+    except RecursionError:
+        raise BadInput("The payload is nested too deeply") from None
+    if not isinstance(value, dict):
+        raise BadInput("The payload must be a JSON object")
+    try:
+        dump_arguments((), value)  # (plain JSON: only a NUL character is refused)
+    except SerializationError:
+        raise BadInput(f"The payload {NUL_REFUSAL}") from None
+    except RecursionError:
+        raise BadInput("The payload is nested too deeply") from None
+    return value
+
+
 def item_param(value: str) -> dict[str, Any]:
     """A bulk checkbox's value: "<queue>:<msg_id>"."""
     queue, _, mid = value.partition(":")
@@ -175,9 +204,12 @@ class Dashboard:
         self._static_paths: dict[tuple[str, str], str] = {}  # (root path, asset): its path
 
     def route_path(self, request: Request, name: str, /, **params: str) -> str:
-        """request.url_for(name, **params).path, the route's shape looked up once per process."""
-        if not all(PLAIN_PATH_PARAM.fullmatch(v) for v in params.values()):
-            return request.url_for(name, **params).path
+        """The path of route `name` for `params` (each percent-encoded unless plain), its shape
+        looked up once per process: the page's links fill their values into it instead of
+        asking the router for every link (a list page has dozens)."""
+        params = {
+            k: v if PLAIN_PATH_PARAM.fullmatch(v) else quote(v, safe="") for k, v in params.items()
+        }
         keys = tuple(sorted(params))
         key = (request.scope.get("root_path") or "", name, keys)
         shape = self._path_shapes.get(key)
@@ -270,7 +302,8 @@ class Dashboard:
         fields: dict[str, list[str]] = {}
         for k, v in form.multi_items():
             # (A NUL character can be in no text PostgreSQL stores: refused here, not a 500.)
-            if not isinstance(v, str) or len(v) > MAX_FIELD or "\x00" in v or "\x00" in k:
+            longest = MAX_BODY if k in LONG_FIELDS else MAX_FIELD
+            if not isinstance(v, str) or len(v) > longest or "\x00" in v or "\x00" in k:
                 raise BadInput("Malformed form")
             fields.setdefault(k, []).append(v)
         token = (fields.get(CSRF_FIELD) or [None])[0]

@@ -321,14 +321,15 @@ def routes(d: Dashboard) -> list[Route]:
         }
 
     def definition(request: Request) -> Response:
+        named = request.path_params["workflow_class"]
         try:
-            cls = text_param(request.path_params["workflow_class"], "workflow class")
+            cls = text_param(named, "workflow class")
         except BadInput:
-            raise not_found("No such workflow class") from None
+            cls = None
+        if cls is None or cls != named:  # (a name padded with spaces is another name)
+            raise not_found("No such workflow class")
         window = window_param(request)
         region = request.query_params.get("fragment")
-        if cls is None:
-            raise not_found("No such workflow class")
         if region is None:
             # The whole page: every block in one call.
             whole = d.data.workflow_class_page(cls, window)
@@ -391,7 +392,10 @@ def routes(d: Dashboard) -> list[Route]:
 
     return [
         Route("/workflows/definitions", definitions, name="workflow_definitions"),
-        Route("/workflows/definitions/{workflow_class}", definition, name="workflow_definition"),
+        # (A class name may hold "/".)
+        Route(
+            "/workflows/definitions/{workflow_class:path}", definition, name="workflow_definition"
+        ),
     ]
 
 

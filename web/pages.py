@@ -12,6 +12,7 @@ from pgbus.web.app import (
     decode_cursor,
     encode_cursor,
     item_param,
+    json_object,
     msg_id_param,
     not_found,
     queue_param,
@@ -470,16 +471,7 @@ def with_handlers(overview: dict[str, Any]) -> dict[str, Any]:
 
 def payload_field(fields: dict[str, list[str]]) -> Any:
     """The edited payload: JSON text of an object (SQL checks the object too)."""
-    import json
-
-    text = (fields.get("payload") or [""])[0]
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise BadInput("The payload is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise BadInput("The payload must be a JSON object")
-    return value
+    return json_object((fields.get("payload") or [""])[0])
 
 
 def selected_dead_letters(fields: dict[str, list[str]]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
-from pgbus.web.app import BadInput, Lazy, format_when, not_found, number
+from pgbus.web.app import BadInput, Lazy, format_when, json_object, not_found, number
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -32,6 +32,9 @@ log = logging.getLogger("pgbus.web")
 
 STATUSES = ("ongoing", "all", "ready", "running", "waiting", "paused", "finished", "cancelled")
 STUCK_REASONS = ("paused_error", "stalled", "paused_manual", "overdue", "waiting_overdue")
+# A group of these holds ready or waiting runs, which resume refuses (the sweep sends an
+# overdue step again; a wait ends with its signal or timeout): it is offered Cancel only.
+UNRESUMABLE_REASONS = frozenset({"overdue", "waiting_overdue"})
 MAX_TEXT = 255
 MAX_REASON = 1000
 COUNT_CAP = 10000
@@ -222,17 +225,24 @@ def subject_url(subject_type: str | None, subject_id: str | None) -> str | None:
 
 # -- the timeline ---------------------------------------------------------------------------
 
-SEGMENT_COLOURS = {
-    "waited": "#8c959f",
-    "queued": "#bf8700",
-    "waiting": "#8250df",
-    "paused": "#57606a",
-    "completed": "#1a7f37",
-    "skipped": "#0969da",
-    "running": "#0969da",
-    "failed": "#cf222e",
-    "stalled": "#cf222e",
-    "other": "#6e7781",
+# The timeline's series, in legend order, each one colour (the legend's markers are the bars'
+# colours); an attempt's run is coloured by its outcome.
+SEGMENTS = {
+    "Waited": "#8c959f",
+    "Queued": "#bf8700",
+    "Ran: completed": "#1a7f37",
+    "Ran: failed or stalled": "#cf222e",
+    "Ran: skipped or running": "#0969da",
+    "Ran: other": "#6e7781",
+    "Waiting": "#8250df",
+    "Paused": "#57606a",
+}
+RAN = {
+    "completed": "Ran: completed",
+    "failed": "Ran: failed or stalled",
+    "stalled": "Ran: failed or stalled",
+    "skipped": "Ran: skipped or running",
+    "running": "Ran: skipped or running",
 }
 
 
@@ -243,46 +253,26 @@ def _ms(at: str | None) -> int | None:
 
 
 def timeline(detail: dict[str, Any]) -> dict[str, Any]:
-    """ApexCharts rangeBar options (one row per attempt: waited, queued, ran, waiting; pauses on
-    their own row) and the table with the same numbers."""
+    """ApexCharts rangeBar options (one row per attempt, in order: waited, queued, ran,
+    waiting; pauses on their own row) and the table with the same numbers."""
     now = _ms(detail["now"])
-    kinds: dict[str, list[dict[str, Any]]] = {
-        "Waited": [],
-        "Queued": [],
-        "Ran": [],
-        "Waiting": [],
-        "Paused": [],
-    }
+    segments: dict[str, list[dict[str, Any]]] = {name: [] for name in SEGMENTS}
     rows = []
     for a in detail["attempts"]:
         label = f"{a['step_name']} #{a['attempt']}"
         created, due = _ms(a["created_at"]), _ms(a["scheduled_at"])
         started, ended = _ms(a["started_at"]), _ms(a["ended_at"])
         if due and created and due > created:
-            kinds["Waited"].append(
-                {"x": label, "y": [created, due], "fillColor": SEGMENT_COLOURS["waited"]}
-            )
+            segments["Waited"].append({"x": label, "y": [created, due]})
         queued_to = started or (now if a["status"] == "scheduled" and due and due < now else None)
         if queued_to and due and queued_to > max(due, created or due):
-            kinds["Queued"].append(
-                {
-                    "x": label,
-                    "y": [max(due, created or due), queued_to],
-                    "fillColor": SEGMENT_COLOURS["queued"],
-                }
-            )
+            segments["Queued"].append({"x": label, "y": [max(due, created or due), queued_to]})
         if started:
-            colour = SEGMENT_COLOURS.get(a["status"], SEGMENT_COLOURS["other"])
-            kinds["Ran"].append({"x": label, "y": [started, ended or now], "fillColor": colour})
+            ran = RAN.get(a["status"], "Ran: other")
+            segments[ran].append({"x": label, "y": [started, ended or now]})
         if a.get("waiting") is not None and a["waiting"] > 0:
             until = ended or now
-            kinds["Waiting"].append(
-                {
-                    "x": label,
-                    "y": [until - int(a["waiting"] * 1000), until],
-                    "fillColor": SEGMENT_COLOURS["waiting"],
-                }
-            )
+            segments["Waiting"].append({"x": label, "y": [until - int(a["waiting"] * 1000), until]})
         rows.append(
             [
                 label,
@@ -294,22 +284,15 @@ def timeline(detail: dict[str, Any]) -> dict[str, Any]:
             ]
         )
     for p in detail["pauses"]:
-        start = _ms(p["from"])
-        kinds["Paused"].append(
-            {
-                "x": "paused",
-                "y": [start, _ms(p["to"]) or now],
-                "fillColor": SEGMENT_COLOURS["paused"],
-            }
-        )
+        segments["Paused"].append({"x": "paused", "y": [_ms(p["from"]), _ms(p["to"]) or now]})
         rows.append(["paused", "paused", "", "", "", _seconds(p["seconds"])])
-    series = [{"name": k, "data": v} for k, v in kinds.items() if v]
+    shown = [name for name, data in segments.items() if data]
     return {
         "id": "timeline",
         "caption": "Each attempt's time waited (its step's wait), queued (due until a worker "
         "took it), ran (coloured by outcome: green completed, red failed or stalled, blue "
         "skipped or running) and waited for a signal or batch; pauses on their own row. "
-        "Drag to zoom.",
+        "Times in UTC. Drag to zoom.",
         "options": {
             "chart": {
                 "id": "timeline",
@@ -322,8 +305,15 @@ def timeline(detail: dict[str, Any]) -> dict[str, Any]:
                 "toolbar": {"show": True},
             },
             "plotOptions": {"bar": {"horizontal": True, "rangeBarGroupRows": True}},
-            "series": series,
+            "series": [{"name": name, "data": segments[name]} for name in shown],
+            "colors": [SEGMENTS[name] for name in shown],
+            # The rows in the table's order (else ApexCharts orders them as the first series
+            # that has each one names it).
+            "labels": list(dict.fromkeys(r[0] for r in rows)),
             "xaxis": {"type": "datetime"},
+            # (pgbus.js labels the time axis with clock times, to the millisecond when the
+            # visible span is a few seconds: ApexCharts' own labels are raw numbers then.)
+            "pgbus": {"clock_axis": True},
             "legend": {"show": True},
             "dataLabels": {"enabled": False},
         },
@@ -362,8 +352,6 @@ def outcome_words(verb: str, outcome: dict[str, Any], extra: str = "") -> dict[s
         return {"ok": False, "message": f"Not done: the run is {outcome.get('status')} now."}
     if code == "not_found":
         return {"ok": False, "message": "Not done: no such run (it may have been deleted)."}
-    if code == "already_running":
-        return {"ok": False, "message": "Not done: the step is already running."}
     message = outcome.get("message")
     if message and str(message).startswith("Not done"):
         return {"ok": False, "message": message}
@@ -516,13 +504,7 @@ def routes(d: Dashboard) -> list[Route]:
             name = text_param((fields.get("name") or [""])[0], "signal name")
             if name is None:
                 raise BadInput("A signal needs a name")
-            raw = (fields.get("payload") or [""])[0].strip() or "{}"
-            try:
-                payload = json.loads(raw)
-            except ValueError:
-                raise BadInput("The payload is not JSON") from None
-            if not isinstance(payload, dict):
-                raise BadInput("The payload must be a JSON object")
+            payload = json_object((fields.get("payload") or [""])[0].strip() or "{}")
             limit = settings().workflow_max_payload_size
             if limit is not None and len(json.dumps(payload).encode()) > limit:
                 raise BadInput(f"The payload is larger than {limit:,} bytes", 413)
@@ -609,6 +591,7 @@ def attention_rows(
                     runs_path, {}, workflow_class=cls, step=step, error_class=g["error_class"]
                 ),
                 "reason_words": reason,
+                "resumable": g["reason"] not in UNRESUMABLE_REASONS,
                 "runs_text": number(g["runs"]),
                 "first_seen_text": format_when(g["first_seen"]),
                 "last_seen_text": format_when(g["last_seen"]),

@@ -55,6 +55,9 @@ def test_common_types_round_trip():
         ({1: "x"}, "argument 1 has a key 1: dictionary keys must be strings"),
         ([b"bytes"], "argument 1[0] is a bytes"),
         (float("nan"), "JSON cannot carry"),
+        ("a\x00b", "argument 1 holds a NUL character"),
+        ({"k": ["ok", "x\x00"]}, "argument 1['k'][1] holds a NUL character"),
+        ({"k\x00": 1}, "argument 1 has a key that holds a NUL character"),
     ],
 )
 def test_unsupported_values_are_refused_by_name(value, words):
@@ -65,6 +68,8 @@ def test_unsupported_values_are_refused_by_name(value, words):
 def test_keyword_argument_named_in_error():
     with pytest.raises(SerializationError, match="keyword argument 'fh'"):
         dump_arguments((), {"fh": object()})
+    with pytest.raises(SerializationError, match="a keyword argument's name holds a NUL"):
+        dump_arguments((), {"f\x00h": 1})
 
 
 def test_undecodable_messages_raise_serialization_error():

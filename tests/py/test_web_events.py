@@ -81,6 +81,20 @@ def test_edit_payload_is_validated_and_reroute_goes_to_a_subscriber(db_url, bus)
         post(c, f"/events/{q}/{m}/edit", {"payload": "not json"}, page="/events").status_code == 400
     )
     assert post(c, f"/events/{q}/{m}/edit", {"payload": "[1]"}, page="/events").status_code == 400
+    for bad in ('{"n": Infinity}', '{"u": "\\u0000"}'):
+        r = post(c, f"/events/{q}/{m}/edit", {"payload": bad}, page="/events")
+        assert r.status_code == 400 and "Traceback" not in r.text, bad
+    long = json.dumps({"order_id": 3, "note": "x" * 20_000})
+    post(c, f"/events/{q}/{m}/edit", {"payload": long}, page="/events")
+    assert (
+        bus.execute(
+            f"SELECT count(*) FROM pgmq.q_{q} WHERE length(message -> 'payload' ->> 'note') = 20000"
+        ).fetchone()[0]
+        == 1
+    )
+    m = bus.execute(
+        f"SELECT msg_id FROM pgmq.q_{q} WHERE length(message -> 'payload' ->> 'note') = 20000"
+    ).fetchone()[0]
     post(c, f"/events/{q}/{m}/edit", {"payload": json.dumps({"order_id": 33})}, page="/events")
     edited = bus.execute(
         f"SELECT msg_id FROM pgmq.q_{q} WHERE message -> 'payload' ->> 'order_id' = '33'"

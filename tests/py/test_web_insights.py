@@ -139,6 +139,32 @@ def test_a_class_no_definition_or_run_has_is_404_and_never_imported(db_url, shop
     assert c.get("/workflows/definitions/GoneFlow").status_code == 200
 
 
+def test_class_names_with_slashes_and_url_characters_have_their_page(db_url, conn):
+    """A class name is any text: the list links each to its own page, which shows it; a name
+    padded with spaces is another name (404)."""
+    names = ["billing/Invoice", "a b?c#d%e&f+g", "x/../y"]
+    for name in names:
+        conn.execute(
+            "SELECT pgbus.workflow_register(%s, '[{\"name\": \"only\"}]', 'd1', 'odd_names')",
+            (name,),
+        )
+        start(conn, name)
+    c = client(db_url)
+    r = c.get("/workflows/definitions")
+    assert r.status_code == 200, r.text[:300]
+    for name in names:
+        row = re.search(
+            rf'<tr data-class="{re.escape(html.escape(name))}">.*?<a href="([^"]+)"', r.text, re.S
+        )
+        assert row, name
+        href = html.unescape(row.group(1))
+        page = c.get(href)
+        assert page.status_code == 200, (name, href)
+        assert f"<h1>{html.escape(name)} " in page.text, name
+        assert c.get(href, params={"fragment": "pipeline"}).status_code == 200, name
+    assert c.get("/workflows/definitions/%20billing%2FInvoice%20").status_code == 404
+
+
 def test_a_bad_window_is_400(db_url, shop):
     c = client(db_url)
     assert c.get("/workflows/definitions?window=2d").status_code == 400

@@ -227,8 +227,9 @@ def test_a_fragment_reads_only_its_region(db_url, conn, monkeypatch):
 
 @pytest.mark.parametrize("root_path", ["", "/ops/pgbus"])
 def test_page_links_are_the_routers_own(root_path):
-    """The pages' url() works a route's path out once per request and fills plain values in:
-    always the path Starlette's url_for gives, mounted or not; other values go to url_for."""
+    """The pages' url() works a route's path out once per request and fills the values in:
+    the path Starlette's url_for gives for the value, percent-encoded unless it is plain path
+    text, mounted or not; decoded, as the server does before routing, it is the value's own."""
     from pgbus.web.app import Dashboard
     from pgbus.web.security import Signer
     from starlette.requests import Request
@@ -261,10 +262,20 @@ def test_page_links_are_the_routers_own(root_path):
         ("workflow_definition", {"workflow_class": "~pgbus-param-workflow_class~"}),
         ("job", {"queue": "mail", "msg_id": 7}),
     ]
+    from urllib.parse import quote, unquote
+
+    from pgbus.web.app import PLAIN_PATH_PARAM
+
+    def encoded(v: object) -> str:
+        return str(v) if PLAIN_PATH_PARAM.fullmatch(str(v)) else quote(str(v), safe="")
+
     for _ in range(2):  # the second round from the request's cache
         for name, params in cases:
-            want = request.url_for(name, **{k: str(v) for k, v in params.items()}).path
-            assert url(name, **params) == want, (name, params)
+            raw = {k: str(v) for k, v in params.items()}
+            got = url(name, **params)
+            assert got == request.url_for(name, **{k: encoded(v) for k, v in raw.items()}).path
+            # Decoded, as the server does before routing: the path of the value itself.
+            assert unquote(got) == root_path + app.router.url_path_for(name, **raw), (name, params)
     assert url("workflows", query={"step": "a b", "before": None}) == (
         request.url_for("workflows").path + "?step=a+b"
     )

@@ -324,8 +324,9 @@ def test_run_page_timeline_table_matches_the_attempts(db_url, conn):
         end_step(conn, s["step_id"], "complete")
     r = client(db_url).get(f"/workflows/{run}")
     chart = json.loads(html.unescape(re.search(r"data-chart='([^']*)'", r.text).group(1)))
-    ran = next(s for s in chart["series"] if s["name"] == "Ran")["data"]
+    ran = next(s for s in chart["series"] if s["name"] == "Ran: completed")["data"]
     assert [d["x"] for d in ran] == ["a #1", "b #1"]
+    assert chart["labels"] == ["a #1", "b #1"]  # the rows, in the attempts' order
     table = re.search(r'aria-describedby="timeline-caption">(.*?)</table>', r.text, re.S).group(1)
     assert re.findall(r"<tr><td>([ab] #1)</td><td>completed</td>", table) == ["a #1", "b #1"]
     assert "Finished" in text(r)
@@ -346,6 +347,13 @@ def test_outdated_definition_and_rerun_links(db_url, conn, runs):
     assert new != run and status(conn, new) in ("ready", "running")
     assert f'href="/workflows/{run}"' in c.get(f"/workflows/{new}").text
     assert f'href="/workflows/{new}"' in c.get(f"/workflows/{run}").text
+    # A rerun while the subject's rerun is still going is refused, in its own words.
+    gone = runs["gone"]
+    assert act(c, gone, "rerun").status_code == 303
+    act(c, gone, "rerun")
+    assert ("refused", "Not done: the subject already has an ongoing run.") in flash_text(
+        c, f"/workflows/{gone}"
+    )
 
 
 @pytest.mark.parametrize("bad", ["nope", str(uuid.uuid4()), "1' OR '1'='1"])
@@ -447,9 +455,26 @@ def test_signal_sends_once_per_key_and_checks_the_payload(db_url, conn, runs):
         ).fetchone()[0]
         == 1
     )
-    for payload in ("[1, 2]", "not json", '"text"'):
+    # Not a JSON object; NaN (not JSON); a NUL character PostgreSQL cannot store; nesting
+    # deeper than a parser's recursion: each a 400 with its reason, never a 500.
+    for payload, says in (
+        ("[1, 2]", "must be a JSON object"),
+        ("not json", "not valid JSON"),
+        ('"text"', "must be a JSON object"),
+        ('{"n": NaN}', "not valid JSON"),
+        ('{"u": "a\\u0000b"}', "NUL character"),
+        ('{"a\\u0000": 1}', "NUL character"),
+        ('{"deep": ' + "[" * 20_000 + "]" * 20_000 + "}", "nested too deeply"),
+    ):
         r = act(c, run, "signal", {"name": "x", "payload": payload})
-        assert r.status_code == 400
+        assert r.status_code == 400 and says in r.text, (payload[:30], r.status_code, r.text[:200])
+    # A payload up to workflow_max_payload_size is sent, however long the form field.
+    long = json.dumps({"note": "x" * 20_000})
+    act(c, run, "signal", {"name": "long", "payload": long})
+    assert ("ok", "Signal sent `long`") in flash_text(c, f"/workflows/{run}")
+    conn.execute(
+        "DELETE FROM pgbus.workflow_signals WHERE workflow_id = %s AND name = 'long'", (run,)
+    )
     conn.execute("SELECT pgbus.setting_set('workflow_max_payload_size', '300')")
     r = act(c, run, "signal", {"name": "big", "payload": json.dumps({"b": "x" * 400})})
     assert r.status_code == 303
@@ -580,6 +605,11 @@ def test_attention_groups_and_bulk_resume(db_url, conn, runs):
     t = text(r)
     assert re.search(r"OrderFlow capture Paused on an error TimeoutError 5 .* gateway timed out", t)
     assert "Welcome welcome Overdue" in t
+    # An overdue group's runs are ready, which resume refuses: it offers Cancel only.
+    welcome = c.get("/workflows/attention?workflow_class=Welcome").text
+    assert 'aria-label="Cancel Welcome welcome overdue"' in welcome
+    assert 'aria-label="Resume Welcome' not in welcome
+    assert 'aria-label="Resume OrderFlow capture paused on an error"' in r.text
     assert c.get("/workflows/attention?workflow_class=Welcome").text.count("<tr>") == 2
     form = {
         "workflow_class": "OrderFlow",

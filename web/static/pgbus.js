@@ -14,7 +14,8 @@
  *  - alert: #pgbus-alert, e.g. for a bulk form pressed with nothing selected;
  *  - toasts: #pgbus-toasts output.toast dismiss themselves after 5 s;
  *  - bulk selection: data-bulk-all, data-bulk-count;
- *  - charts: [data-chart] holds ApexCharts options as JSON.
+ *  - charts: [data-chart] holds ApexCharts options as JSON; their "pgbus" key holds this
+ *    file's own: clock_axis, a time axis labelled in clock time (clockLabel).
  */
 (function () {
   "use strict";
@@ -380,6 +381,22 @@
     document.head.appendChild(link);
   }
 
+  // A time axis' labels in UTC clock time: to the millisecond when the visible span is under
+  // 10 s (ApexCharts' own labels are raw epoch numbers then), to the second under two days,
+  // else with the date. (Called with the value and either {w} or the chart's globals.)
+  function clockLabel(horizontal) {
+    return function (value, timestamp, opts) {
+      var t = Number(value);
+      if (!isFinite(t)) return value;
+      var g = opts && (opts.w ? opts.w.globals : opts.globals);
+      var span = g ? (horizontal ? g.maxY - g.minY : g.maxX - g.minX) : NaN;
+      var iso = new Date(t).toISOString();
+      if (span < 10000) return iso.slice(11, 23);
+      if (span < 2 * 86400000) return iso.slice(11, 19);
+      return iso.slice(0, 10) + " " + iso.slice(11, 16);
+    };
+  }
+
   function renderCharts(container) {
     if (!window.ApexCharts) return;
     var holders = (container || document).querySelectorAll("[data-chart]");
@@ -401,6 +418,13 @@
       options.chart.fontFamily = "inherit";
       options.chart.toolbar = options.chart.toolbar || { show: false };
       options.theme = Object.assign({}, options.theme || {}, { mode: dark ? "dark" : "light" });
+      var own = options.pgbus || {};
+      delete options.pgbus;
+      if (own.clock_axis) {
+        var horizontal = !!(options.plotOptions && options.plotOptions.bar && options.plotOptions.bar.horizontal);
+        options.xaxis = options.xaxis || {};
+        options.xaxis.labels = Object.assign({}, options.xaxis.labels, { formatter: clockLabel(horizontal) });
+      }
       // The data table beside each chart is the accessible form of its data.
       el.setAttribute("aria-hidden", "true");
       el.dataset.pgbusChart = "1";

@@ -24,6 +24,13 @@ def run_of(db_url: str, cls: str, subject_id: str | None = None, status: str | N
         )
 
 
+def rgb(colour: str) -> tuple[int, int, int]:
+    """A CSS colour ("#8c959f", "rgb(1, 2, 3)", "rgba(1,2,3,0.85)") as its red, green, blue."""
+    if colour.startswith("#"):
+        return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return tuple(int(v) for v in re.findall(r"\d+", colour)[:3])
+
+
 def seconds(text: str) -> float | None:
     """A duration as the table words it ("850 ms", "1.2 s", "3 min", "1.5 h") in seconds."""
     m = re.fullmatch(r"([\d.]+) (ms|s|min|h|d)", text.strip())
@@ -52,7 +59,7 @@ def test_timeline_renders_zooms_and_matches_its_table(dashboard, page):
     ran = {
         d["x"]: (d["y"][1] - d["y"][0]) / 1000
         for s in chart["series"]
-        if s["name"] == "Ran"
+        if s["name"].startswith("Ran")
         for d in s["data"]
     }
     for r in rows:
@@ -79,6 +86,80 @@ def test_timeline_renders_zooms_and_matches_its_table(dashboard, page):
         arg=[chart["min"], chart["max"]],
         timeout=5000,
     )
+    assert page.errors == []
+
+
+def test_timeline_rows_follow_the_attempts_and_the_legend_is_the_bars_colours(dashboard, page):
+    """A run of two steps within a second, the second after a wait: its rows are in attempt
+    order (the first series to name a row, Waited, names only the second), every bar has its
+    legend entry's colour, and the time axis reads as clock times to the millisecond."""
+    import time
+
+    from tests.py.workflow_page_support import end_step, register, start, take_steps
+
+    with psycopg.connect(dashboard.db_url, autocommit=True) as conn:
+        register(conn, "Brisk", [{"name": "first"}, {"name": "second", "wait": 0.2}])
+        run = start(conn, "Brisk")
+        for s in take_steps(conn, "Brisk"):
+            end_step(conn, s["step_id"], "complete")
+        time.sleep(0.3)
+        conn.execute("UPDATE pgmq.q_brisk SET vt = now()")
+        for s in take_steps(conn, "Brisk"):
+            end_step(conn, s["step_id"], "complete")
+        # (The first step was due as it was created: no Waited segment of its own.)
+        conn.execute(
+            "UPDATE pgbus.workflow_steps SET scheduled_at = created_at"
+            " WHERE workflow_id = %s AND step_name = 'first'",
+            (run,),
+        )
+    p = page.page
+    p.goto(dashboard.url + f"/workflows/{run}")
+    p.locator("figure.chart svg.apexcharts-svg").first.wait_for(timeout=5000)
+    chart = p.evaluate(
+        """() => { const w = ApexCharts.getChartByID('timeline').w;
+                   return { labels: w.globals.labels, names: w.config.series.map(s => s.name),
+                            colours: w.globals.colors }; }"""
+    )
+    rows = p.locator("table[aria-describedby='timeline-caption'] tbody tr").evaluate_all(
+        "trs => trs.map(tr => tr.cells[0].textContent)"
+    )
+    assert chart["labels"] == rows == ["first #1", "second #1"]
+    # As drawn: the rows' labels top to bottom, and each bar on its own row's line.
+    drawn = p.locator("figure.chart .apexcharts-yaxis-label").evaluate_all(
+        "els => els.map(e => [e.querySelector('tspan').textContent,"
+        " e.getBoundingClientRect().y + e.getBoundingClientRect().height / 2])"
+    )
+    assert [name for name, _ in sorted(drawn, key=lambda d: d[1])] == rows
+    row_y = dict(drawn)
+    spans = p.evaluate(
+        """() => { const w = ApexCharts.getChartByID('timeline').w;
+                   return [...document.querySelectorAll('figure.chart .apexcharts-rangebar-area')]
+                     .map(e => { const r = e.getBoundingClientRect();
+                                 const s = +e.getAttribute('index'), j = +e.getAttribute('j');
+                                 return [w.config.series[s].data[j].x, r.y + r.height / 2]; }); }"""
+    )
+    for label, y in spans:
+        nearest = min(row_y, key=lambda name: abs(row_y[name] - y))
+        assert nearest == label, (label, y, row_y)
+    assert chart["names"][0] == "Waited"
+    # The legend's markers and the bars: one colour per series, the same.
+    legend = p.locator("figure.chart .apexcharts-legend-series").evaluate_all(
+        "els => els.map(e => [e.querySelector('.apexcharts-legend-text').textContent,"
+        " e.querySelector('path').getAttribute('fill')])"
+    )
+    bars = p.locator("figure.chart .apexcharts-rangebar-area").evaluate_all(
+        "els => els.map(e => [+e.getAttribute('index'), e.getAttribute('fill')])"
+    )
+    assert {i for i, _ in bars} == set(range(len(chart["names"])))
+    for i, fill in bars:
+        assert rgb(fill) == rgb(chart["colours"][i]), (chart["names"][i], fill)
+    assert [(name, rgb(colour)) for name, colour in legend] == [
+        (name, rgb(colour)) for name, colour in zip(chart["names"], chart["colours"], strict=True)
+    ]
+    labels = p.locator("figure.chart .apexcharts-xaxis-label tspan").evaluate_all(
+        "els => els.map(e => e.textContent)"
+    )
+    assert labels and all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", t.strip()) for t in labels), labels
     assert page.errors == []
 
 
