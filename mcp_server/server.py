@@ -12,10 +12,12 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pgbus.mcp.redact import shown
+from pydantic import AfterValidator
 from typing_extensions import TypedDict
 
 from pgbus.config import settings
 from pgbus.data import DataSource
+from pgbus.serialization import NUL_REFUSAL
 
 log = logging.getLogger("pgbus.mcp")
 
@@ -24,6 +26,16 @@ TOTAL_CAP = 10_000
 PERIODS = ("1h", "24h", "7d", "30d")
 # What a client sees when a read fails for a reason of ours (the log has the error).
 READ_FAILED = "pgbus could not answer that: see the server's log"
+
+
+def _no_nul(value: Any) -> Any:
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"the text {NUL_REFUSAL}")
+    return value
+
+
+# On every free-text parameter: a NUL character is refused as bad input, never sent to SQL.
+NoNul = AfterValidator(_no_nul)
 
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False

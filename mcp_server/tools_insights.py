@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pgbus.mcp.server import READ_ONLY, Page, Tools, clamp_page, guarded, paged
+from pgbus.mcp.server import READ_ONLY, NoNul, Page, Tools, clamp_page, guarded, paged
 from pydantic import Field, StringConstraints
 from typing_extensions import TypedDict
 
@@ -22,6 +22,7 @@ ClassName = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=255),
     Field(description="the workflow class, as pgbus_workflow_definitions lists it"),
+    NoNul,
 ]
 BLOCKS = ("steps", "throughput", "durations", "funnel", "revisions")
 Block = Literal["steps", "throughput", "durations", "funnel", "revisions"]

@@ -14,6 +14,7 @@ from pgbus.mcp.server import (
     HealthResult,
     JobResult,
     JobsResult,
+    NoNul,
     ProcessesResult,
     QueueDetailResult,
     QueuesResult,
@@ -25,7 +26,9 @@ from pgbus.mcp.server import (
 )
 from pydantic import Field
 
-QueueName = Annotated[str, Field(min_length=1, max_length=255, description="physical queue name")]
+QueueName = Annotated[
+    str, Field(min_length=1, max_length=255, description="physical queue name"), NoNul
+]
 MsgId = Annotated[int, Field(ge=1, le=2**63 - 1, description="the message id")]
 PageNo = Annotated[int, Field(description="page number, from 1 (clamped to the 10,000 cap)")]
 PerPage = Annotated[int, Field(description="rows per page (clamped to 1..100)")]
@@ -33,7 +36,7 @@ Include = Annotated[
     bool,
     Field(description="show payloads, if the server allows them (else they stay [redacted])"),
 ]
-Period = Annotated[str, Field(description="1h, 24h, 7d or 30d")]
+Period = Annotated[str, Field(description="1h, 24h, 7d or 30d"), NoNul]
 Recent = Annotated[int, Field(description="newest pending/dead events and claims shown (0..100)")]
 
 

@@ -14,10 +14,20 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pgbus.mcp.redact import REDACTED
-from pgbus.mcp.server import READ_ONLY, TOTAL_CAP, Page, Tools, clamp_page, guarded, paged
+from pgbus.mcp.server import (
+    READ_ONLY,
+    TOTAL_CAP,
+    NoNul,
+    Page,
+    Tools,
+    clamp_page,
+    guarded,
+    paged,
+)
 from pydantic import Field, StringConstraints
 from typing_extensions import TypedDict
 
+from pgbus.serialization import SerializationError
 from pgbus.workflow.errors import InvalidSignalPayload, PayloadTooLarge
 from pgbus.workflow.payloads import encode_signal_payload
 
@@ -29,12 +39,13 @@ Reason = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=500),
     Field(description="why (1-500 characters), recorded on the run's audit trail"),
+    NoNul,
 ]
 Expected = Annotated[
     RunStatus | None,
     Field(description="the status you read: a run that moved on is left alone (ok: false)"),
 ]
-Name255 = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+Name255 = Annotated[str, StringConstraints(min_length=1, max_length=255), NoNul]
 Include = Annotated[
     bool,
     Field(description="show payloads, if the server allows them (else they stay [redacted])"),
@@ -77,7 +88,7 @@ ListStatus = Annotated[
     Literal["ongoing", "all", "ready", "running", "waiting", "paused", "finished", "cancelled"],
     Field(description="ongoing (not finished or cancelled, the default), all, or one status"),
 ]
-Filter = Annotated[str | None, StringConstraints(max_length=255)]
+Filter = Annotated[str | None, StringConstraints(max_length=255), NoNul]
 When = Annotated[
     datetime | None,
     Field(description="an ISO 8601 time such as 2026-12-01T09:30:00Z (no zone: UTC)"),
@@ -443,14 +454,15 @@ def register_writes(server: MCPServer, t: Tools) -> None:
         reason: Reason,
         ctx: Context,
         payload: dict[str, Any] | None = None,
-        idempotency_key: Annotated[str, StringConstraints(max_length=255)] | None = None,
+        idempotency_key: Annotated[str, StringConstraints(max_length=255), NoNul] | None = None,
         expected_status: Expected = None,
     ) -> ActionResult:
         try:
-            stored = encode_signal_payload(payload)
+            # (The server's database refuses a payload over its own limit: PB413, too_large.)
+            stored = encode_signal_payload(payload, read_database_limit=False)
         except PayloadTooLarge:
             return refused_early(t, workflow_id, "signal", "too_large")
-        except (InvalidSignalPayload, TypeError, ValueError):
+        except (InvalidSignalPayload, SerializationError, TypeError, ValueError):
             return refused_early(t, workflow_id, "signal", "invalid")
         except Exception:
             log.exception("MCP signal on workflow %s failed", workflow_id)

@@ -197,7 +197,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return 0
     import uvicorn
 
-    token = os.environ.get("PGBUS_MCP_TOKEN") or None
+    token = os.environ.get("PGBUS_MCP_TOKEN")
+    if token is not None and not token.strip():
+        raise PgbusError(
+            "refusing to start the MCP server: PGBUS_MCP_TOKEN is set but empty (unset it to "
+            "serve without a token)"
+        )
     if token is None and args.host not in LOCAL_HOSTS and not args.insecure_no_auth:
         raise PgbusError(
             f"refusing to serve MCP on {args.host} without authentication: set "

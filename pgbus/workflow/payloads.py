@@ -48,8 +48,13 @@ def forget_database_limit() -> None:
         _cache.clear()
 
 
-def encode_payload(values: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """Values as stored JSON, refused when larger than workflow_max_payload_size."""
+def encode_payload(
+    values: Mapping[str, Any], what: str, read_database_limit: bool = True
+) -> dict[str, Any]:
+    """Values as stored JSON, refused when larger than workflow_max_payload_size: this
+    process's setting, and the database's as this process's settings reach it unless
+    `read_database_limit` is false (a caller on a database of its own, which refuses an
+    oversized payload itself when it is stored: PB413)."""
     encoded = dump_arguments((), dict(values))["kwargs"]
     size = len(json.dumps(encoded).encode())
     if size < SMALLEST_LIMIT:
@@ -57,6 +62,8 @@ def encode_payload(values: Mapping[str, Any], what: str) -> dict[str, Any]:
     configured = settings().workflow_max_payload_size
     if configured is not None and size > configured:
         limit = configured
+    elif not read_database_limit:
+        return encoded
     else:
         limit = database_limit()
         if configured is not None:
@@ -72,7 +79,9 @@ def decode_payload(stored: dict[str, Any] | None) -> dict[str, Any]:
     return load_arguments({"kwargs": stored or {}})[1]
 
 
-def encode_signal_payload(payload: Mapping[str, Any] | None) -> dict[str, Any]:
+def encode_signal_payload(
+    payload: Mapping[str, Any] | None, read_database_limit: bool = True
+) -> dict[str, Any]:
     """A signal's payload as stored: a mapping (None is {}); anything else, `[]` included, is
     refused with InvalidSignalPayload."""
     if payload is None:
@@ -81,4 +90,4 @@ def encode_signal_payload(payload: Mapping[str, Any] | None) -> dict[str, Any]:
         raise InvalidSignalPayload(
             f"a signal's payload is a mapping (or None), got {type(payload).__name__}"
         )
-    return encode_payload(payload, "the signal's payload")
+    return encode_payload(payload, "the signal's payload", read_database_limit)

@@ -62,6 +62,19 @@ def test_stdio_refuses_to_start_when_the_tokens_differ(db_url):
         assert "Traceback" not in p.stderr and p.stdout == ""
 
 
+def test_http_refuses_to_start_with_an_empty_token(db_url):
+    """A token variable that is set but blank is a broken secret, not "no authentication"."""
+    p = subprocess.run(
+        [*PGBUS, "mcp", "--http", "--port", "9"],
+        env=env_for(db_url, PGBUS_MCP_TOKEN="  "),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 1
+    assert "PGBUS_MCP_TOKEN is set but empty" in p.stderr and "Traceback" not in p.stderr
+
+
 async def test_stdio_serves_with_a_matching_token(db_url, conn):
     run = paused_run(conn)
     params = StdioServerParameters(

@@ -199,6 +199,74 @@ async def test_a_payload_over_the_limit_is_refused(db_url, conn):
     assert not r["ok"] and r["code"] == "too_large" and status(conn, run) == "waiting"
 
 
+async def test_a_nul_character_is_bad_input_and_changes_nothing(db_url, conn):
+    """PostgreSQL stores no NUL character: in a text argument it is a tool error that says so,
+    in a payload a refusal (invalid); never "an unexpected error" with a traceback logged."""
+    run = waiting_run(conn)
+    before = events(conn, run)
+    async with client(db_url, write_tools=True) as c:
+        for args in (
+            {"name": "pa\x00id", "reason": "r"},
+            {"name": "paid", "reason": "r\x00"},
+            {"name": "paid", "reason": "r", "idempotency_key": "k\x00"},
+        ):
+            res = await c.call_tool(
+                "pgbus_workflow_signal", {"workflow_id": str(run), "payload": {}, **args}
+            )
+            assert res.is_error and "NUL character" in text_of(res), args
+        for payload in ({"u": "a\x00b"}, {"k\x00": 1}, {"deep": [{"x": ["\x00"]}]}):
+            r = await call(
+                c,
+                "pgbus_workflow_signal",
+                workflow_id=str(run),
+                name="paid",
+                payload=payload,
+                reason="r",
+            )
+            assert not r["ok"] and r["code"] == "invalid", payload
+        for tool, args in (
+            ("pgbus_workflows", {"workflow_class": "A\x00"}),
+            ("pgbus_queue_detail", {"name": "q\x00"}),
+            ("pgbus_jobs", {"queue": "q\x00"}),
+            ("pgbus_workflow_stats", {"workflow_class": "A\x00"}),
+        ):
+            res = await c.call_tool(tool, args)
+            assert res.is_error and "NUL character" in text_of(res), tool
+    assert events(conn, run) == before and status(conn, run) == "waiting"
+
+
+async def test_a_server_of_its_own_database_checks_payloads_there(db_url, conn):
+    """A server built on its own DataSource, in a process whose settings name no database:
+    a payload above the smallest limit is delivered, and one above the database's limit is
+    refused by the database (the limit is not read through the process's settings)."""
+    from pgbus.db import close_pool
+
+    run = waiting_run(conn)
+    close_pool()
+    pgbus.config.reset()
+    async with client(db_url, write_tools=True) as c:
+        r = await call(
+            c,
+            "pgbus_workflow_signal",
+            workflow_id=str(run),
+            name="paid",
+            payload={"note": "y" * 400},
+            reason="r",
+        )
+        assert r["ok"], r
+        conn.execute("SELECT pgbus.setting_set('workflow_max_payload_size', '300')")
+        other = waiting_run(conn, "OwnLimit")
+        r = await call(
+            c,
+            "pgbus_workflow_signal",
+            workflow_id=str(other),
+            name="paid",
+            payload={"note": "y" * 400},
+            reason="r",
+        )
+    assert not r["ok"] and r["code"] == "too_large" and status(conn, other) == "waiting"
+
+
 async def test_expected_status_races_a_second_session(db_url, conn):
     """Another session cancels the run and holds its row lock; the MCP call that expected it
     paused waits for the lock, then sees it moved on and does nothing."""
