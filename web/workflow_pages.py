@@ -35,6 +35,14 @@ STUCK_REASONS = ("paused_error", "stalled", "paused_manual", "overdue", "waiting
 # A group of these holds ready or waiting runs, which resume refuses (the sweep sends an
 # overdue step again; a wait ends with its signal or timeout): it is offered Cancel only.
 UNRESUMABLE_REASONS = frozenset({"overdue", "waiting_overdue"})
+# The run status a stuck reason implies, for the group's link to its runs in the list (a
+# stalled run is paused by the stall action or still running: no one status).
+REASON_STATUS = {
+    "paused_error": "paused",
+    "paused_manual": "paused",
+    "overdue": "ready",
+    "waiting_overdue": "waiting",
+}
 MAX_TEXT = 255
 MAX_REASON = 1000
 COUNT_CAP = 10000
@@ -588,7 +596,12 @@ def attention_rows(
             {
                 **g,
                 "href": list_url(
-                    runs_path, {}, workflow_class=cls, step=step, error_class=g["error_class"]
+                    runs_path,
+                    {},
+                    status=REASON_STATUS.get(g["reason"]),
+                    workflow_class=cls,
+                    step=step,
+                    error_class=g["error_class"],
                 ),
                 "reason_words": reason,
                 "resumable": g["reason"] not in UNRESUMABLE_REASONS,

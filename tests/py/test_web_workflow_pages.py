@@ -605,6 +605,11 @@ def test_attention_groups_and_bulk_resume(db_url, conn, runs):
     t = text(r)
     assert re.search(r"OrderFlow capture Paused on an error TimeoutError 5 .* gateway timed out", t)
     assert "Welcome welcome Overdue" in t
+    # A group links to the list of its class's runs at its step with its error class, in the
+    # status its reason implies: the 5 paused OrderFlow runs, not the other ongoing ones.
+    href = html.unescape(re.search(r'<a href="([^"]*)">OrderFlow</a>', r.text)[1])
+    assert "status=paused" in href and "error_class=TimeoutError" in href
+    assert re.search(r"\b5 matching runs\b", text(c.get(href)))
     # An overdue group's runs are ready, which resume refuses: it offers Cancel only.
     welcome = c.get("/workflows/attention?workflow_class=Welcome").text
     assert 'aria-label="Cancel Welcome welcome overdue"' in welcome
