@@ -32,11 +32,10 @@ log = logging.getLogger("pgbus.web")
 
 STATUSES = ("ongoing", "all", "ready", "running", "waiting", "paused", "finished", "cancelled")
 STUCK_REASONS = ("paused_error", "stalled", "paused_manual", "overdue", "waiting_overdue")
-# A group of these holds ready or waiting runs, which resume refuses (the sweep sends an
-# overdue step again; a wait ends with its signal or timeout): it is offered Cancel only.
-UNRESUMABLE_REASONS = frozenset({"overdue", "waiting_overdue"})
-# The run status a stuck reason implies, for the group's link to its runs in the list (a
-# stalled run is paused by the stall action or still running: no one status).
+# The run status a stuck reason implies (a stalled run is paused by the stall action or still
+# running: no one status): the group's link to its runs in the list adds it, and a group of
+# ready or waiting runs, which resume refuses, is offered Cancel only (the sweep sends an
+# overdue step again; a wait ends with its signal or timeout).
 REASON_STATUS = {
     "paused_error": "paused",
     "paused_manual": "paused",
@@ -604,7 +603,7 @@ def attention_rows(
                     error_class=g["error_class"],
                 ),
                 "reason_words": reason,
-                "resumable": g["reason"] not in UNRESUMABLE_REASONS,
+                "resumable": REASON_STATUS.get(g["reason"]) in (None, "paused"),
                 "runs_text": number(g["runs"]),
                 "first_seen_text": format_when(g["first_seen"]),
                 "last_seen_text": format_when(g["last_seen"]),
