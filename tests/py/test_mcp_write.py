@@ -41,6 +41,13 @@ def anyio_backend():
     return "asyncio"
 
 
+async def signal_paid(c: Client, run: object, payload: dict) -> dict:
+    """pgbus_workflow_signal `paid` with `payload` to `run`: its structured answer."""
+    return await call(
+        c, "pgbus_workflow_signal", workflow_id=str(run), name="paid", payload=payload, reason="r"
+    )
+
+
 async def names(c: Client) -> set[str]:
     return {t.name for t in (await c.list_tools()).tools}
 
@@ -188,14 +195,7 @@ async def test_a_payload_over_the_limit_is_refused(db_url, conn):
     conn.execute("SELECT pgbus.setting_set('workflow_max_payload_size', '300')")
     pgbus.configure(workflow_max_payload_size=300)
     async with client(db_url, write_tools=True) as c:
-        r = await call(
-            c,
-            "pgbus_workflow_signal",
-            workflow_id=str(run),
-            name="paid",
-            payload={"x": "y" * 1000},
-            reason="r",
-        )
+        r = await signal_paid(c, run, {"x": "y" * 1000})
     assert not r["ok"] and r["code"] == "too_large" and status(conn, run) == "waiting"
 
 
@@ -215,14 +215,7 @@ async def test_a_nul_character_is_bad_input_and_changes_nothing(db_url, conn):
             )
             assert res.is_error and "NUL character" in text_of(res), args
         for payload in ({"u": "a\x00b"}, {"k\x00": 1}, {"deep": [{"x": ["\x00"]}]}):
-            r = await call(
-                c,
-                "pgbus_workflow_signal",
-                workflow_id=str(run),
-                name="paid",
-                payload=payload,
-                reason="r",
-            )
+            r = await signal_paid(c, run, payload)
             assert not r["ok"] and r["code"] == "invalid", payload
         for tool, args in (
             ("pgbus_workflows", {"workflow_class": "A\x00"}),
@@ -245,25 +238,11 @@ async def test_a_server_of_its_own_database_checks_payloads_there(db_url, conn):
     close_pool()
     pgbus.config.reset()
     async with client(db_url, write_tools=True) as c:
-        r = await call(
-            c,
-            "pgbus_workflow_signal",
-            workflow_id=str(run),
-            name="paid",
-            payload={"note": "y" * 400},
-            reason="r",
-        )
+        r = await signal_paid(c, run, {"note": "y" * 400})
         assert r["ok"], r
         conn.execute("SELECT pgbus.setting_set('workflow_max_payload_size', '300')")
         other = waiting_run(conn, "OwnLimit")
-        r = await call(
-            c,
-            "pgbus_workflow_signal",
-            workflow_id=str(other),
-            name="paid",
-            payload={"note": "y" * 400},
-            reason="r",
-        )
+        r = await signal_paid(c, other, {"note": "y" * 400})
     assert not r["ok"] and r["code"] == "too_large" and status(conn, other) == "waiting"
 
 
