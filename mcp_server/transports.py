@@ -18,12 +18,12 @@ from pgbus.mcp.server import build_server, write_tools_enabled
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from pgbus.config import env_boolean
 from pgbus.data import DataSource
 from pgbus.errors import PgbusError
 
 log = logging.getLogger("pgbus.mcp")
 
-TRUTHY = ("1", "true", "yes", "on")
 LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOCAL_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 UNAUTHORIZED = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Unauthorized"}}
@@ -32,8 +32,18 @@ McpAuth = Callable[[Request], Any]
 
 
 def payloads_allowed(environ: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if environ is None else environ
-    return env.get("PGBUS_MCP_ALLOW_PAYLOADS", "").strip().lower() in TRUTHY
+    """PGBUS_MCP_ALLOW_PAYLOADS read as the settings' booleans are (unset or blank: no); a
+    word that is neither a yes nor a no stops the server from starting."""
+    raw = (os.environ if environ is None else environ).get("PGBUS_MCP_ALLOW_PAYLOADS", "")
+    if not raw.strip():
+        return False
+    try:
+        return env_boolean(raw)
+    except KeyError:
+        raise PgbusError(
+            f"refusing to start the MCP server: PGBUS_MCP_ALLOW_PAYLOADS={raw!r} is neither a yes "
+            "(1, true, yes, on) nor a no (0, false, no, off)"
+        ) from None
 
 
 def check_stdio_token(environ: Mapping[str, str] | None = None) -> None:

@@ -336,11 +336,23 @@ class Settings:
         return url
 
 
+# The words an environment variable may say a yes or a no with.
+_YES_NO = {"1": True, "true": True, "yes": True, "on": True} | {
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
+
+
+def env_boolean(text: str) -> bool:
+    """A yes or a no from an environment variable; KeyError for any other word."""
+    return _YES_NO[text.strip().lower()]
+
+
 # Settings that an environment variable PGBUS_<NAME> can set (the rest need Python values).
 _ENV_PARSERS: dict[type, Callable[[str], Any]] = {
-    bool: lambda v: {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}[
-        v.lower()
-    ],
+    bool: env_boolean,
     int: int,
     float: float,
     timedelta: float,

@@ -120,6 +120,28 @@ def test_settings_from_environment():
     )
 
 
+def test_environment_booleans_and_the_mcp_payload_gate_read_the_same_words():
+    """A yes is 1, true, yes or on, a no 0, false, no or off, in any case, for every boolean
+    setting and for PGBUS_MCP_ALLOW_PAYLOADS alike; another word is refused by both."""
+    from pgbus.mcp.transports import payloads_allowed
+
+    from pgbus.config import from_environment
+    from pgbus.errors import PgbusError
+
+    yes, no = ("1", "TRUE", "yes", "On"), ("0", "false", "No", "off")
+    for word, meant in [(w, True) for w in yes] + [(w, False) for w in no]:
+        assert from_environment({"PGBUS_MCP_WRITE_TOOLS": word}).mcp_write_tools is meant, word
+        assert payloads_allowed({"PGBUS_MCP_ALLOW_PAYLOADS": f" {word} "}) is meant, word
+    assert (
+        payloads_allowed({}) is False
+        and payloads_allowed({"PGBUS_MCP_ALLOW_PAYLOADS": " "}) is False
+    )
+    with pytest.raises(ConfigurationError, match="PGBUS_MCP_WRITE_TOOLS"):
+        from_environment({"PGBUS_MCP_WRITE_TOOLS": "ture"})
+    with pytest.raises(PgbusError, match="PGBUS_MCP_ALLOW_PAYLOADS='ture' is neither a yes"):
+        payloads_allowed({"PGBUS_MCP_ALLOW_PAYLOADS": "ture"})
+
+
 @pytest.mark.parametrize(
     ("env", "words"),
     [
