@@ -46,15 +46,27 @@ def payloads_allowed(environ: Mapping[str, str] | None = None) -> bool:
         ) from None
 
 
+def configured_token(environ: Mapping[str, str] | None = None) -> str | None:
+    """PGBUS_MCP_TOKEN, or None when it is unset. Set but blank, it is a broken secret rather
+    than "no authentication": the server refuses to start (stdio and HTTP alike)."""
+    token = (os.environ if environ is None else environ).get("PGBUS_MCP_TOKEN")
+    if token is not None and not token.strip():
+        raise PgbusError(
+            "refusing to start the MCP server: PGBUS_MCP_TOKEN is set but empty (unset it to "
+            "serve without a token)"
+        )
+    return token
+
+
 def check_stdio_token(environ: Mapping[str, str] | None = None) -> None:
     """When PGBUS_MCP_TOKEN is set, PGBUS_MCP_AUTH_TOKEN must match it (constant time), or
     the server refuses to start."""
     env = os.environ if environ is None else environ
-    if "PGBUS_MCP_TOKEN" not in env:
+    expected = configured_token(env)
+    if expected is None:
         return
-    expected = env["PGBUS_MCP_TOKEN"]
     given = env.get("PGBUS_MCP_AUTH_TOKEN", "")
-    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+    if not hmac.compare_digest(given.encode(), expected.encode()):
         raise PgbusError(
             "refusing to start the MCP server: PGBUS_MCP_TOKEN is set and "
             "PGBUS_MCP_AUTH_TOKEN does not match it"

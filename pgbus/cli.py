@@ -185,9 +185,8 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     import logging
-    import os
 
-    from pgbus.mcp.transports import asgi_app, payloads_allowed, serve_stdio
+    from pgbus.mcp.transports import asgi_app, configured_token, payloads_allowed, serve_stdio
 
     _boot(args)
     settings().dsn()  # a missing database URL is said now, not on the first call
@@ -197,12 +196,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return 0
     import uvicorn
 
-    token = os.environ.get("PGBUS_MCP_TOKEN")
-    if token is not None and not token.strip():
-        raise PgbusError(
-            "refusing to start the MCP server: PGBUS_MCP_TOKEN is set but empty (unset it to "
-            "serve without a token)"
-        )
+    token = configured_token()
     if token is None and args.host not in LOCAL_HOSTS and not args.insecure_no_auth:
         raise PgbusError(
             f"refusing to serve MCP on {args.host} without authentication: set "

@@ -337,12 +337,9 @@ class Settings:
 
 
 # The words an environment variable may say a yes or a no with.
-_YES_NO = {"1": True, "true": True, "yes": True, "on": True} | {
-    "0": False,
-    "false": False,
-    "no": False,
-    "off": False,
-}
+_YES_NO = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(
+    ("0", "false", "no", "off"), False
+)
 
 
 def env_boolean(text: str) -> bool:

@@ -48,6 +48,7 @@ def test_stdio_refuses_to_start_when_the_tokens_differ(db_url):
         {"PGBUS_MCP_TOKEN": "s3cret", "PGBUS_MCP_AUTH_TOKEN": "guess"},
         {"PGBUS_MCP_TOKEN": "s3cret"},
         {"PGBUS_MCP_TOKEN": ""},
+        {"PGBUS_MCP_TOKEN": "  ", "PGBUS_MCP_AUTH_TOKEN": "  "},
     ):
         p = subprocess.run(
             [*PGBUS, "mcp"],

@@ -93,23 +93,22 @@ def test_timeline_rows_follow_the_attempts_and_the_legend_is_the_bars_colours(da
     """A run of two steps within a second, the second after a wait: its rows are in attempt
     order (the first series to name a row, Waited, names only the second), every bar has its
     legend entry's colour, and the time axis reads as clock times to the millisecond."""
-    import time
-
     from tests.py.workflow_page_support import end_step, register, start, take_steps
 
     with psycopg.connect(dashboard.db_url, autocommit=True) as conn:
-        register(conn, "Brisk", [{"name": "first"}, {"name": "second", "wait": 0.2}])
+        register(conn, "Brisk", [{"name": "first"}, {"name": "second"}])
         run = start(conn, "Brisk")
-        for s in take_steps(conn, "Brisk"):
-            end_step(conn, s["step_id"], "complete")
-        time.sleep(0.3)
-        conn.execute("UPDATE pgmq.q_brisk SET vt = now()")
-        for s in take_steps(conn, "Brisk"):
-            end_step(conn, s["step_id"], "complete")
-        # (The first step was due as it was created: no Waited segment of its own.)
+        for _ in range(2):  # first, then second (due as the first ends)
+            for s in take_steps(conn, "Brisk"):
+                end_step(conn, s["step_id"], "complete")
+        # The first step due as it was created (no Waited segment of its own), the second
+        # scheduled 200 ms after it was (a wait).
         conn.execute(
-            "UPDATE pgbus.workflow_steps SET scheduled_at = created_at"
-            " WHERE workflow_id = %s AND step_name = 'first'",
+            "UPDATE pgbus.workflow_steps"
+            " SET scheduled_at = CASE step_name WHEN 'first' THEN created_at ELSE scheduled_at END,"
+            "     created_at = CASE step_name WHEN 'first' THEN created_at"
+            "                  ELSE scheduled_at - interval '200 milliseconds' END"
+            " WHERE workflow_id = %s",
             (run,),
         )
     p = page.page
