@@ -201,7 +201,12 @@ def run_body(wf_cls: type[Workflow], context: dict[str, Any], outer: JobTransact
         outcome = Outcome(verb.verb, output=output, wait=verb.wait, reason=verb.reason)
     except Exception as exc:
         failure = exc
-        outcome = decide(wf_cls, spec, wf, exc, int(context["attempt"]))
+        if outer.broken:
+            # pgbus's own connection failed under the body: not the body's error, so no
+            # exception policy hears of it (StepJob.perform runs the attempt again).
+            outcome = Outcome("pause", exception=exc)
+        else:
+            outcome = decide(wf_cls, spec, wf, exc, int(context["attempt"]))
     finally:
         current_transaction.reset(token)
         body_tx.close(failure)

@@ -18,7 +18,7 @@ import psycopg
 
 import pgbus
 from pgbus.config import settings
-from pgbus.workflow import step
+from pgbus.workflow import on_exception, step
 
 _side = threading.local()
 
@@ -131,3 +131,29 @@ class WaitsForGo(pgbus.Workflow):
         self.conn.execute(
             "INSERT INTO effects (kind, key) VALUES ('long', %s)", (str(self.workflow_id),)
         )
+
+
+def _heard(wf: pgbus.Workflow, exc: BaseException) -> str:
+    """An exception policy's handler that leaves a trace (on a connection of its own)."""
+    conn = psycopg.connect(settings().dsn(), autocommit=True)
+    with conn:
+        conn.execute("INSERT INTO effects (kind, key) VALUES ('policy', %s)", (type(exc).__name__,))
+    return "skip"
+
+
+class LosesItsConnection(pgbus.Workflow):
+    """On its first try the body writes, then its step connection's server process is ended
+    under it (as a server restart would): pgbus's connection failed, not the body. Its
+    exception policy for connection errors must never hear of it."""
+
+    exception_policies = (on_exception(psycopg.OperationalError, handler=_heard),)
+
+    @step
+    def cut(self):
+        self.conn.execute(
+            "INSERT INTO effects (kind, key) VALUES ('cut', %s)", (str(self.workflow_id),)
+        )
+        folder = Path(self.arguments["folder"])
+        if not (folder / "cut").exists():
+            (folder / "cut").touch()
+            self.conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")

@@ -445,3 +445,30 @@ def test_a_step_end_that_raises_in_sql_is_recorded_as_itself(chaos_db, procs):
     assert attempt[:3] == ("failed", "psycopg.errors.RaiseException", "P0001"), attempt
     assert "no boom here" in attempt[3]
     assert "its end failed in SQL" in worker.output()
+
+
+def test_a_step_whose_connection_is_lost_runs_again_without_its_exception_policy(
+    chaos_db, procs, tmp_path
+):
+    """pgbus's own connection for the step fails while the body runs (its server process
+    ended, as in a restart): an infrastructure failure. The attempt runs again; the exception
+    policy that matches connection errors is never called, nothing is stalled or paused, and
+    the first try's write is gone."""
+    _cluster, url = chaos_db
+    from tests.py.chaos_workflows import LosesItsConnection
+
+    run = LosesItsConnection.start(folder=str(tmp_path))
+    worker = chaos_worker(url, threads=1)
+    procs.append(worker)
+    wait_until(lambda: statuses(url).get("finished") == 1, 30, interval=0.1, what="run finished")
+    with psycopg.connect(url) as c:
+        effects = c.execute("SELECT kind, count(*) FROM effects GROUP BY kind").fetchall()
+        attempts = c.execute(
+            "SELECT attempt, status FROM pgbus.workflow_steps WHERE workflow_id = %s",
+            (run.workflow_id,),
+        ).fetchall()
+    assert (tmp_path / "cut").exists(), "the connection was never cut"
+    assert effects == [("cut", 1)], effects
+    assert attempts == [(1, "completed")], attempts
+    assert "the database connection failed" in worker.output()
+    assert "Traceback" not in worker.output()
