@@ -8,6 +8,7 @@ import time
 import psycopg
 import pytest
 
+import pgbus
 from tests.py.conftest import ADMIN_URL
 from tests.py.sample_jobs import Hang, Record
 from tests.py.sample_workflows import HangingStep
@@ -26,7 +27,14 @@ pytestmark = pytest.mark.slow
 DRAIN = 2  # seconds: PGBUS_DRAIN_TIMEOUT of the processes below
 SOON = 5  # seconds: "a few" after the drain timeout
 OUTAGE = 12  # seconds the server is away in the outage test
-APP = ("--import", "tests.py.sample_jobs", "--import", "tests.py.sample_workflows")
+APP = (
+    "--import",
+    "tests.py.sample_jobs",
+    "--import",
+    "tests.py.sample_workflows",
+    "--import",
+    "tests.py.sample_events",
+)
 
 
 def started(kind: str, url: str, **env: str):
@@ -37,6 +45,7 @@ def started(kind: str, url: str, **env: str):
         {
             "worker": "worker started",
             "dispatcher": "dispatcher started",
+            "consumer": "consumer started",
             "scheduler": "scheduler started",
         }.get(kind, "started")
     )
@@ -73,7 +82,7 @@ def stop_within(p, seconds: float) -> tuple[int, float]:
     return code, time.monotonic() - begun
 
 
-@pytest.mark.parametrize("kind", ["worker", "dispatcher", "scheduler", "start"])
+@pytest.mark.parametrize("kind", ["worker", "consumer", "dispatcher", "scheduler", "start"])
 def test_sigterm_with_the_database_gone_stops_in_time(kind, procs):
     with private_server() as server:
         p = started(kind, server.url)
@@ -107,20 +116,21 @@ def test_sigterm_with_a_hung_step_and_job_stops_in_time(db_url, users, procs):
 
 
 def test_sigterm_after_the_database_was_dropped_stops_in_time(db_url, effects, procs):
-    worker, dispatcher = started("worker", db_url), started("dispatcher", db_url)
-    procs += [worker, dispatcher]
+    worker, consumer = started("worker", db_url), started("consumer", db_url)
+    dispatcher = started("dispatcher", db_url)
+    procs += [worker, consumer, dispatcher]
     name = db_url.rsplit("/", 1)[1]
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    noticed_outage(worker, dispatcher)
-    for p in (worker, dispatcher):
+    noticed_outage(worker, consumer, dispatcher)
+    for p in (worker, consumer, dispatcher):
         code, _ = stop_within(p, DRAIN + SOON)
         assert code == 0, p.output()
         assert "Traceback" not in p.output()
     assert "database unreachable" in worker.output()
 
 
-@pytest.mark.parametrize("kind", ["worker", "dispatcher", "scheduler", "start"])
+@pytest.mark.parametrize("kind", ["worker", "consumer", "dispatcher", "scheduler", "start"])
 @pytest.mark.parametrize(
     ("where", "cause"),
     [
@@ -144,27 +154,33 @@ def test_a_bad_database_url_fails_fast_with_its_cause_on_one_line(kind, where, c
 def test_work_resumes_within_two_seconds_of_the_servers_return(procs):
     with private_server() as server:
         worker = started("worker", server.url)
+        consumer = started("consumer", server.url)
         dispatcher = started("dispatcher", server.url)
-        procs += [worker, dispatcher]
+        procs += [worker, consumer, dispatcher]
 
         def done(key):
             with psycopg.connect(server.url) as c:
-                return count_effects(c, "done", key)
+                return count_effects(c, "done", key) + count_effects(c, "order", key)
 
-        with psycopg.connect(server.url, autocommit=True) as c:
-            Record.perform_later("before", conn=c)
-        wait_until(lambda: done("before") == 1)
+        def send(key):
+            with psycopg.connect(server.url, autocommit=True) as c:
+                Record.perform_later(key, conn=c)
+                pgbus.publish("orders.created", {"order_id": key}, conn=c)
+
+        send("before")
+        wait_until(lambda: done("before") == 2)
         lines_before = {p: len(p.output().splitlines()) for p in procs}
         server._pg("stop")
-        noticed_outage(worker, dispatcher)
+        noticed_outage(worker, consumer, dispatcher)
         # The outage itself: longer than reconnection delays that kept doubling would reach
         # in that time (0.5 + 1 + 2 + 4 s), so a doubling delay would show.
         time.sleep(OUTAGE)
         server._pg("start")
         back = time.monotonic()
-        with psycopg.connect(server.url, autocommit=True) as c:
-            Record.perform_later("after", conn=c)
-        wait_until(lambda: done("after") == 1, timeout=30, what="the job sent after the outage")
+        send("after")
+        wait_until(
+            lambda: done("after") == 2, timeout=30, what="the job and event sent after the outage"
+        )
         took = time.monotonic() - back
         assert took < 2.0, f"resumed {took:.1f}s after the server's return"
         for p in procs:  # (the dispatcher notices at its next tick)
