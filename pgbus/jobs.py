@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -47,10 +48,13 @@ class JobTransaction:
         self._conn: psycopg.Connection | None = None
         self._unavailable = False
         self.commit_hooks: list[Callable[[], None]] = []
-        # time.monotonic() by which the transaction must be over (a workflow step's timeout):
-        # the server then ends it (statement and idle-in-transaction timeouts), so a hung body
-        # holds no transaction open.
+        # time.monotonic() by which the transaction must be over (a workflow step's timeout, or
+        # the stall threshold without one), so that a hung body holds no transaction open. With
+        # `server_deadline` the server ends it then (statement and idle-in-transaction
+        # timeouts: one more statement when it begins); else the worker's heartbeat does,
+        # later by up to a beat (take_overdue_backends).
         self.deadline: float | None = None
+        self.server_deadline = False
 
     @property
     def begun(self) -> bool:
@@ -104,14 +108,37 @@ class JobTransaction:
             self._unavailable = True
             raise
         self._stack.enter_context(taking)
-        if self.deadline is not None:
+        if self.deadline is not None and self.server_deadline:
             ms = str(max(1, int((self.deadline - time.monotonic()) * 1000)))
             conn.execute(
                 "SELECT set_config('statement_timeout', %s, true),"
                 " set_config('idle_in_transaction_session_timeout', %s, true)",
                 (ms, ms),
             )
+        elif self.deadline is not None:
+            with _watched_lock:
+                _watched[id(self)] = (self.deadline, conn.info.backend_pid)
+            self._stack.callback(_unwatch, id(self))
         return conn
+
+
+# Open transactions whose deadline the worker enforces: id -> (deadline, server process id).
+_watched: dict[int, tuple[float, int]] = {}
+_watched_lock = threading.Lock()
+
+
+def _unwatch(key: int) -> None:
+    with _watched_lock:
+        _watched.pop(key, None)
+
+
+def take_overdue_backends() -> list[int]:
+    """The server processes of open job transactions past their deadline, to be ended (each
+    is answered once)."""
+    now = time.monotonic()
+    with _watched_lock:
+        overdue = [key for key, (deadline, _pid) in _watched.items() if deadline < now]
+        return [_watched.pop(key)[1] for key in overdue]
 
 
 T = TypeVar("T")

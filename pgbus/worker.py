@@ -59,6 +59,7 @@ from pgbus.jobs import (
     releasing_lost_reads,
     retry_policy,
     running_job,
+    take_overdue_backends,
 )
 from pgbus.migrate import require_migration
 from pgbus.processes import ProcessRecord, orphaned, orphaned_reason
@@ -496,7 +497,8 @@ class Worker:
                 self._closed.wait(RECONNECT_DELAY)
 
     def _keep_visible(self) -> None:
-        """The visibility heartbeat: running jobs' messages stay invisible while they run."""
+        """The visibility heartbeat: running jobs' messages stay invisible while they run, and
+        transactions held open past their deadline are ended (jobs.take_overdue_backends)."""
         every = max(self.vt / 3, 0.5)
         while not self._closed.wait(every):
             with self._lock:
@@ -507,6 +509,17 @@ class Worker:
                 continue
             try:
                 with pool().connection(timeout=SHORT_WAIT) as c:
+                    overdue = take_overdue_backends()
+                    if overdue:
+                        log.warning(
+                            "steps running past the stall threshold: %d; ending their"
+                            " transactions (nothing they did commits)",
+                            len(overdue),
+                        )
+                        c.execute(
+                            "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid",
+                            (overdue,),
+                        )
                     for q, ids in by_queue.items():
                         c.execute(
                             "SELECT pgbus.extend_visibility(queue => %s,"

@@ -392,8 +392,12 @@ class StepJob(Job):
         self.step_id, self.workflow_id = step_id, workflow_id
         self.begun_at = context.get("begun_at")
         started = time.monotonic()
+        # Past its timeout, or past the stall threshold when it has none, the sweep stalls the
+        # attempt: its transaction is ended then too (JobTransaction.deadline), and nothing it
+        # did commits.
         timeout = context.get("timeout")
-        deadline = started + float(timeout) if timeout else None
+        limit = float(timeout) if timeout else settings().workflow_stall_threshold.total_seconds()
+        deadline = started + limit
         step = {
             "workflow_id": workflow_id,
             "workflow_class": context["workflow_class"],
@@ -409,7 +413,7 @@ class StepJob(Job):
             )
             self.acknowledged = True
             return
-        self.transaction.deadline = deadline
+        self.transaction.deadline, self.transaction.server_deadline = deadline, bool(timeout)
         token = current_step.set(step)
         try:
             try:
@@ -424,9 +428,10 @@ class StepJob(Job):
                 )
             # (The body's own exception, dealt with by the outcome: a tracer records it.)
             self.body_exception = outcome.exception
-            if deadline is not None and time.monotonic() > deadline:
+            if time.monotonic() > deadline:
+                past = "its timeout" if timeout else "the stall threshold"
                 self.failure = StepTimedOut(
-                    f"step {step['step']} returned after its timeout ({timeout} s)"
+                    f"step {step['step']} returned after {past} ({limit} s)"
                 )
                 raise self.failure
             if self.transaction.broken:
@@ -526,7 +531,7 @@ class StepJob(Job):
             and deadline
             and time.monotonic() > deadline
         ):
-            exc = StepTimedOut(f"step {self.step['step']} ran past its timeout")
+            exc = StepTimedOut(f"step {self.step['step']} ran past its time limit")
         if isinstance(exc, StepEndRefused):
             self._log_refused(exc.result, rolled_back=True)
             # The refusal's own bookkeeping (archive the message, record the superseded end)

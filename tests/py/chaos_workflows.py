@@ -88,23 +88,36 @@ class CrashAfterRead(pgbus.Workflow):
         )
 
 
+def _hang(wf: pgbus.Workflow) -> None:
+    """Writes, then hangs (in Python with its transaction open, or in a statement) for
+    `seconds`, then writes again."""
+    wf.conn.execute(
+        "INSERT INTO effects (kind, key) VALUES ('before_hang', %s)", (str(wf.workflow_id),)
+    )
+    Path(wf.arguments["folder"], f"hanging-{wf.workflow_id}").touch()
+    if wf.arguments.get("in_sql"):
+        wf.conn.execute("SELECT pg_sleep(%s)", (wf.arguments["seconds"],))
+    else:
+        time.sleep(wf.arguments["seconds"])
+    wf.conn.execute(
+        "INSERT INTO effects (kind, key) VALUES ('after_hang', %s)", (str(wf.workflow_id),)
+    )
+
+
 class Hung(pgbus.Workflow):
-    """A step with a 2 s timeout that writes, then hangs (in Python with its transaction open,
-    or in a statement) for `seconds`, then writes again and returns."""
+    """A step with a 2 s timeout that hangs longer (_hang)."""
 
     @step(timeout=timedelta(seconds=2))
     def hang(self):
-        self.conn.execute(
-            "INSERT INTO effects (kind, key) VALUES ('before_hang', %s)", (str(self.workflow_id),)
-        )
-        Path(self.arguments["folder"], f"hanging-{self.workflow_id}").touch()
-        if self.arguments.get("in_sql"):
-            self.conn.execute("SELECT pg_sleep(%s)", (self.arguments["seconds"],))
-        else:
-            time.sleep(self.arguments["seconds"])
-        self.conn.execute(
-            "INSERT INTO effects (kind, key) VALUES ('after_hang', %s)", (str(self.workflow_id),)
-        )
+        _hang(self)
+
+
+class HungWithoutTimeout(pgbus.Workflow):
+    """A step without a timeout that hangs (_hang) past the stall threshold."""
+
+    @step
+    def hang(self):
+        _hang(self)
 
 
 class EndFails(pgbus.Workflow):

@@ -371,16 +371,27 @@ def test_a_worker_cut_off_twice_during_one_long_step_keeps_it(chaos_db, procs):
     assert steps[0][1].endswith(f":{cut_off.pid}")
 
 
+@pytest.mark.parametrize(
+    "limit", ["timeout", "stall_threshold"], ids=["its_timeout", "the_stall_threshold"]
+)
 @pytest.mark.parametrize("in_sql", [False, True], ids=["hung_in_python", "hung_in_sql"])
 def test_a_hung_step_past_its_timeout_holds_no_transaction_and_commits_nothing(
-    chaos_db, procs, in_sql
+    chaos_db, procs, in_sql, limit
 ):
+    """Its time is up after 2 s: the step's timeout, or the stall threshold without one (the
+    sweep stalls an attempt past either)."""
     _cluster, url = chaos_db
-    from tests.py.chaos_workflows import Hung
+    from tests.py.chaos_workflows import Hung, HungWithoutTimeout
 
     folder = Path(tempfile.mkdtemp(prefix="pgbus-hung-"))
-    run = Hung.start(folder=str(folder), seconds=6, in_sql=in_sql)
-    worker = chaos_worker(url, threads=1, env={"PGBUS_VISIBILITY_TIMEOUT": "30"})
+    env = {"PGBUS_VISIBILITY_TIMEOUT": "30"}
+    if limit == "timeout":
+        run = Hung.start(folder=str(folder), seconds=6, in_sql=in_sql)
+    else:
+        run = HungWithoutTimeout.start(folder=str(folder), seconds=6, in_sql=in_sql)
+        # (The worker's heartbeat, every third of the visibility timeout, ends it.)
+        env.update(PGBUS_WORKFLOW_STALL_THRESHOLD="2", PGBUS_VISIBILITY_TIMEOUT="3")
+    worker = chaos_worker(url, threads=1, env=env)
     procs.append(worker)
     wait_until(lambda: (folder / f"hanging-{run.workflow_id}").exists(), 20)
     hung_at = time.monotonic()
@@ -410,6 +421,8 @@ def test_a_hung_step_past_its_timeout_holds_no_transaction_and_commits_nothing(
             (run.workflow_id,),
         ).fetchone()
     assert attempt == ("stalled", "pgbus.StepStalled")
+    if limit == "stall_threshold":
+        assert "steps running past the stall threshold: 1; ending" in worker.output()
     time.sleep(0.5)
     with psycopg.connect(url) as c:
         assert c.execute("SELECT count(*) FROM effects").fetchone()[0] == 0
