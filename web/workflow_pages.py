@@ -31,7 +31,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("pgbus.web")
 
 STATUSES = ("ongoing", "all", "ready", "running", "waiting", "paused", "finished", "cancelled")
-STUCK_REASONS = ("paused_error", "stalled", "paused_manual", "overdue", "waiting_overdue")
+# Each stuck reason (pgbus.workflow_stuck, pgbus.workflow_stuck_reasons) in the attention
+# page's words; a bulk action's group must name one of them.
+STUCK_REASONS = {
+    "paused_error": "Paused on an error",
+    "stalled": "Stalled",
+    "paused_manual": "Paused by hand",
+    "overdue": "Overdue",
+    "waiting_overdue": "Waiting too long",
+}
 # The run status a stuck reason implies (a stalled run is paused by the stall action or still
 # running: no one status): the group's link to its runs in the list adds it, and a group of
 # ready or waiting runs, which resume refuses, is offered Cancel only (the sweep sends an
@@ -568,16 +576,6 @@ def routes(d: Dashboard) -> list[Route]:
             name="workflow_action",
         ),
     ]
-
-
-# Each stuck reason (pgbus.workflow_stuck) in the attention page's words.
-STUCK_REASONS = {
-    "paused_error": "Paused on an error",
-    "stalled": "Stalled",
-    "paused_manual": "Paused by hand",
-    "overdue": "Overdue",
-    "waiting_overdue": "Waiting too long",
-}
 
 
 def attention_rows(

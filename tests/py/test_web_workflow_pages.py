@@ -683,13 +683,34 @@ def test_bulk_answers_moved_on_when_a_worker_finishes_runs_meanwhile(db_url, con
             "error_class": "TimeoutError",
         },
         {"step_name": "capture", "stuck_reason": "paused_error"},
+        # A reason's words on the page are not a reason.
+        {
+            "workflow_class": "OrderFlow",
+            "step_name": "capture",
+            "stuck_reason": "Paused on an error",
+            "error_class": "TimeoutError",
+        },
+        {
+            "workflow_class": "OrderFlow",
+            "step_name": "capture",
+            "stuck_reason": "",
+            "error_class": "TimeoutError",
+        },
     ],
 )
 def test_a_forged_group_is_refused_and_changes_nothing(db_url, conn, runs, form):
     c = client(db_url)
-    r = post(c, "/workflows/attention/cancel", form, page="/workflows/attention")
-    assert r.status_code == 400
+    for verb in ("cancel", "resume"):
+        r = post(c, f"/workflows/attention/{verb}", form, page="/workflows/attention")
+        assert r.status_code == 400, verb
     assert all(status(conn, w) == "paused" for w in runs["paused"])
+
+
+def test_the_page_knows_exactly_the_stuck_reasons_the_engine_gives(conn):
+    from pgbus.web.workflow_pages import STUCK_REASONS
+
+    engine = conn.execute("SELECT pgbus.workflow_stuck_reasons()").fetchone()[0]
+    assert sorted(STUCK_REASONS) == sorted(engine)
 
 
 def test_home_card_and_nav(db_url, conn, runs):
