@@ -16,6 +16,7 @@ import pgbus
 from tests.py.support import wait_until
 from tests.py.web_support import client, flash_text, post
 from tests.py.workflow_page_support import (
+    ERROR,
     end_step,
     paused_on_error,
     register,
@@ -114,6 +115,69 @@ def test_list_shows_ongoing_runs_newest_first_with_their_sentences(db_url, runs)
     assert re.search(r"Waiting for signal payment_confirmed \(times out in (48 h|2 d)\)", t)
     assert "Waiting for batch Vendors#notify_vendors (7 of 12 jobs done)" in t
     assert "Workflows" in t and 'aria-current="page"' in r.text
+
+
+def sentences(r) -> dict[str, str]:
+    """Each listed run's sentence (its cell's HTML, entities decoded), by run id."""
+    return {
+        run: html.unescape(said.strip())
+        for run, said in re.findall(
+            r'<tr>\s*<td><a href="/workflows/([0-9a-f-]{36})">.*?<p class="sentence">(.*?)</p>',
+            r.text,
+            re.S,
+        )
+    }
+
+
+def test_list_sentences_of_a_stalled_pause_running_queued_and_plain_wait(db_url, conn):
+    # Stalled: its attempt ran past the stall threshold and the sweep paused the run.
+    register(conn, "Stally", [{"name": "charge"}, {"name": "ship"}])
+    stalled = start(conn, "Stally")
+    (s,) = take_steps(conn, "Stally")
+    conn.execute(
+        "UPDATE pgbus.workflow_steps SET started_at = now() - interval '20 minutes'"
+        " WHERE step_id = %s",
+        (s["step_id"],),
+    )
+    conn.execute("SELECT pgbus.workflow_sweep_stalls(interval '15 minutes', 'pause')")
+    # Running: its second attempt, begun three minutes ago.
+    register(conn, "Busy", [{"name": "crunch"}])
+    running = start(conn, "Busy")
+    (s,) = take_steps(conn, "Busy")
+    end_step(conn, s["step_id"], "reattempt", ERROR)
+    (s,) = take_steps(conn, "Busy")
+    conn.execute(
+        "UPDATE pgbus.workflow_steps SET started_at = now() - interval '3 minutes'"
+        " WHERE step_id = %s",
+        (s["step_id"],),
+    )
+    # Queued: its step is due now and no worker has taken it yet.
+    register(conn, "Prompt", [{"name": "send"}])
+    queued = start(conn, "Prompt")
+    # Waiting, on neither a signal nor a batch: the engine's own park always names one, so the
+    # parked attempt's gate is cleared by hand (the sentence's fallback for such a row).
+    register(conn, "Parked", [{"name": "hold", "wait_for": "go"}])
+    waiting = start(conn, "Parked")
+    (s,) = take_steps(conn, "Parked")
+    end_step(conn, s["step_id"], "park")
+    conn.execute(
+        "UPDATE pgbus.workflow_steps SET wait_for = NULL, wait_deadline = NULL WHERE step_id = %s",
+        (s["step_id"],),
+    )
+    assert [status(conn, w) for w in (stalled, running, queued, waiting)] == [
+        "paused",
+        "running",
+        "ready",
+        "waiting",
+    ]
+    said = sentences(client(db_url).get("/workflows"))
+    assert said[stalled] == (
+        "Paused on <code>charge</code>: the step stalled (its worker stopped answering)"
+        " — resume or cancel"
+    )
+    assert said[running] == "Running <code>crunch</code> (attempt 2, for 3 min)"
+    assert said[queued] == "<code>send</code> is queued for a worker"
+    assert said[waiting] == "Waiting at <code>hold</code>"
 
 
 @pytest.mark.parametrize(
@@ -313,6 +377,39 @@ def test_run_page(db_url, conn, runs):
     for form in re.findall(r"<form[^>]*>", r.text):
         if "/workflows/" in form and 'method="post"' in form:
             assert "data-confirm=" in form
+
+
+def resume_label(c, run: str) -> str:
+    """The words on the run page's Resume button."""
+    form = re.search(
+        rf'<form method="post" action="/workflows/{run}/resume".*?<button type="submit">([^<]*)</button>',
+        c.get(f"/workflows/{run}").text,
+        re.S,
+    )
+    assert form, "the run's page offers no Resume"
+    return html.unescape(form.group(1))
+
+
+def test_resume_after_the_paused_step_completed_continues_with_the_next_step(db_url, conn):
+    """Paused by hand while its step ran, the run's Resume carries the step on; once the step
+    has completed, Resume goes on to the next step and says which."""
+    register(conn, "Onward", [{"name": "fetch"}, {"name": "store"}, {"name": "notify"}])
+    run = start(conn, "Onward")
+    (s,) = take_steps(conn, "Onward")
+    conn.execute("SELECT pgbus.workflow_command(%s, 'pause', 'ops')", (run,))
+    c = client(db_url)
+    assert resume_label(c, run) == "Resume `fetch`"
+    end_step(conn, s["step_id"], "complete")  # the step's end is recorded; the run stays paused
+    assert status(conn, run) == "paused"
+    assert resume_label(c, run) == "Continue with `store`"
+    assert 'data-confirm="Continue with `store`?"' in html.unescape(c.get(f"/workflows/{run}").text)
+    act(c, run, "resume")
+    now = conn.execute(
+        "SELECT w.status, w.current_step, s.status FROM pgbus.workflows w"
+        " JOIN pgbus.workflow_steps s ON s.step_id = w.current_step_id WHERE w.workflow_id = %s",
+        (run,),
+    ).fetchone()
+    assert now == ("ready", "store", "scheduled")
 
 
 def test_run_page_timeline_table_matches_the_attempts(db_url, conn):
