@@ -810,6 +810,34 @@ def test_the_page_knows_exactly_the_stuck_reasons_the_engine_gives(conn):
     assert sorted(STUCK_REASONS) == sorted(engine)
 
 
+def test_a_bulk_action_that_reaches_its_cap_says_more_may_wait(db_url, conn):
+    """501 runs paused by hand form one group: the bulk acts on the oldest 500 and says more
+    may wait; pressed again, it acts on the last one and says nothing more."""
+    from pgbus.data import WORKFLOW_BULK_LIMIT
+
+    assert WORKFLOW_BULK_LIMIT == 500
+    register(conn, "Heaps", [{"name": "only"}])
+    conn.execute(
+        "SELECT pgbus.workflow_command(r.workflow_id, 'pause', 'ops')"
+        " FROM generate_series(1, 501) i,"
+        " LATERAL pgbus.workflow_start('Heaps', arguments => jsonb_build_object('i', i)) r"
+    )
+    c = client(db_url)
+    page = c.get("/workflows/attention?workflow_class=Heaps").text
+    assert 'data-confirm="Cancel up to 500 Heaps runs (paused by hand at only)?"' in page
+    form = {"workflow_class": "Heaps", "step_name": "only", "stuck_reason": "paused_manual"}
+    r = post(c, "/workflows/attention/cancel", form, page="/workflows/attention")
+    assert r.status_code == 303
+    assert flash_text(c, "/workflows/attention") == [("ok", "Cancelled 500; more may wait")]
+    left = conn.execute(
+        "SELECT status, count(*) FROM pgbus.workflows WHERE workflow_class = 'Heaps' GROUP BY 1"
+        " ORDER BY 1"
+    ).fetchall()
+    assert left == [("cancelled", 500), ("paused", 1)]
+    post(c, "/workflows/attention/cancel", form, page="/workflows/attention")
+    assert flash_text(c, "/workflows/attention") == [("ok", "Cancelled 1")]
+
+
 def test_home_card_and_nav(db_url, conn, runs):
     r = client(db_url).get("/")
     card = conn.execute("SELECT pgbus.workflow_home_card()").fetchone()[0]
