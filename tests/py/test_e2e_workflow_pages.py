@@ -1,6 +1,7 @@
 """The Workflows pages' actions racing a real `pgbus worker` process: two operators pressing
-Pause and Cancel while the worker runs the run's step and ends it, and a bulk cancel of an
-attention group while the worker runs and finishes some of the group's runs. The worker is the
+Pause and Cancel while the worker runs the run's step and ends it, a bulk cancel of an
+attention group while the worker runs and finishes some of the group's runs, and a bulk resume
+while another operator resumes some of the group and the worker finishes them. The worker is the
 real process (tests/py/support.py's worker_process); the test only decides when a step body may
 go on (an advisory lock the sample step waits for) and, for the bulk, when the bulk may reach
 its first run (that run's row lock), so that each interleaving happens for certain."""
@@ -13,7 +14,7 @@ import threading
 import psycopg
 import pytest
 
-from tests.py.sample_workflows import HeldSteps, ThreeSteps
+from tests.py.sample_workflows import Flaky, HeldSteps, ThreeSteps
 from tests.py.support import count_effects, wait_until, worker_process
 from tests.py.web_support import client, flash_text, post
 
@@ -178,3 +179,98 @@ def test_bulk_cancel_races_a_worker_that_finishes_some_of_the_group(db_url, effe
         for kind in ("one", "two", "three"):
             assert count_effects(effects, kind, f"bulk{ids.index(wid)}") == expected
     assert procs[0].popen.poll() is None and "Traceback" not in procs[0].output()
+
+
+def test_bulk_resume_races_a_worker_that_finishes_some_of_the_group(db_url, effects, procs):
+    """A real worker pauses six runs on their failing step: one attention group. The bulk Resume
+    reads the group, then waits for the oldest run (whose row lock the test holds); meanwhile
+    another operator resumes the three newest and the worker, its step fixed, finishes them.
+    Let go, the bulk resumes the three others and reports the three finished ones as moved on:
+    every run is resumed once, by one of the two, and finishes once."""
+    runs = {str(r.workflow_id): r for r in (Flaky.start() for _ in range(6))}
+    procs.append(worker_process(db_url))
+    wait_until(
+        lambda: all(r.status() == "paused" for r in runs.values()),
+        timeout=60,
+        what="the worker paused the six runs on their error",
+    )
+    # The bulk's order: oldest first (pgbus.workflow_attention_act).
+    order = [
+        str(w)
+        for (w,) in effects.execute(
+            "SELECT workflow_id FROM pgbus.workflow_stuck(only_class => %s)"
+            " WHERE reason = 'paused_error' ORDER BY since, workflow_id",
+            (Flaky.workflow_name,),
+        )
+    ]
+    assert sorted(order) == sorted(runs)
+    c = client(db_url)
+    groups = c.get("/workflows/attention").text
+    assert f'aria-label="Resume {Flaky.workflow_name} charge paused on an error"' in groups
+    gate = psycopg.connect(db_url)
+    gate.execute("SELECT 1 FROM pgbus.workflows WHERE workflow_id = %s FOR UPDATE", (order[0],))
+    out = {}
+
+    def press():
+        out["r"] = post(
+            c,
+            "/workflows/attention/resume",
+            {
+                "workflow_class": Flaky.workflow_name,
+                "step_name": "charge",
+                "stuck_reason": "paused_error",
+                "error_class": "TimeoutError",
+            },
+            page="/workflows/attention",
+        )
+
+    t = threading.Thread(target=press)
+    t.start()
+    with psycopg.connect(db_url, autocommit=True) as probe:
+        wait_until(
+            lambda: (
+                probe.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND query LIKE '%workflow_attention_act%'"
+                ).fetchone()[0]
+                == 1
+            ),
+            what="the bulk resume waiting on the oldest run",
+        )
+    effects.execute("INSERT INTO effects (kind, key) VALUES ('fixed', 'now')")
+    for wid in order[3:]:
+        assert runs[wid].resume(actor="other", reason="fixed") == "ready"
+    wait_until(
+        lambda: all(runs[w].status() == "finished" for w in order[3:]),
+        timeout=60,
+        what="the worker finished the three runs the other operator resumed",
+    )
+    gate.rollback()
+    gate.close()
+    t.join(30)
+    assert out["r"].status_code == 303
+    assert ("ok", "Resumed 3; 3 had already moved on") in flash_text(c, "/workflows/attention")
+    wait_until(
+        lambda: all(r.status() == "finished" for r in runs.values()),
+        timeout=60,
+        what="the worker finished the three runs the bulk resumed",
+    )
+    for i, wid in enumerate(order):
+        resumed = [
+            actor
+            for (actor,) in effects.execute(
+                "SELECT actor FROM pgbus.workflow_events WHERE workflow_id = %s"
+                " AND event = 'resumed'",
+                (wid,),
+            )
+        ]
+        # Once each: by the bulk (the three oldest) or by the other operator.
+        assert len(resumed) == 1, (i, resumed)
+        assert resumed[0].startswith("dashboard") if i < 3 else resumed == ["other"], (i, resumed)
+        assert [(s["step_name"], s["status"]) for s in runs[wid].steps()] == [
+            ("charge", "failed"),
+            ("charge", "completed"),
+            ("receipt", "completed"),
+        ], i
+        assert count_effects(effects, "charge_try", wid) == 1  # the failed try rolled back
+    assert procs[0].popen.poll() is None
