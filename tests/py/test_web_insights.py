@@ -8,6 +8,7 @@ import html
 import re
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.py.web_support import client
 from tests.py.workflow_page_support import ERROR, end_step, register, start, take_steps
@@ -223,3 +224,53 @@ def test_random_class_names_windows_and_fragments_never_fail(db_url, shop):
                 assert "Traceback" not in r.text
 
     go()
+
+
+def test_the_removed_step_links_and_the_attention_count_match_the_pages_they_open(db_url, conn):
+    """Legacy (a, b, c, d) is registered again without b and with c as a gravestone while runs
+    sit on them: the list counts those runs, each removed step links to the Workflows list of
+    the runs on it, and the need-attention count is what the attention page shows for the
+    class (another class's stuck run is on neither)."""
+    register(conn, "Legacy", [{"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "d"}])
+    runs = [start(conn, "Legacy", ("Order", str(i))) for i in range(6)]
+
+    def ends(verbs: dict[int, str]) -> None:
+        taken = {s["workflow_id"]: s["step_id"] for s in take_steps(conn, "Legacy")}
+        for i, verb in verbs.items():
+            end_step(conn, taken[runs[i]], verb, ERROR if verb == "pause" else None)
+
+    ends({0: "complete", 1: "complete", 2: "complete", 3: "complete", 4: "pause"})  # 5 running at a
+    ends({0: "complete", 1: "complete", 2: "pause"})  # 3 running at b
+    ends({0: "complete"})  # 1 running at c; 0 ready at d
+    conn.execute(
+        "SELECT pgbus.workflow_register('Legacy', %s, 'd2', 'legacy', removed_steps => '{c}')",
+        (Jsonb([{"name": "a"}, {"name": "c", "removed": True}, {"name": "d"}]),),
+    )
+    start(conn, "Legacy", ("Order", "new"))  # on the new definition, at a
+    register(conn, "Bystander", [{"name": "only"}])  # stuck too, in another class
+    start(conn, "Bystander")
+    for s in take_steps(conn, "Bystander"):
+        end_step(conn, s["step_id"], "pause", ERROR)
+    c = client(db_url)
+    r = c.get("/workflows/definitions")
+    row = re.search(r'<tr data-class="Legacy">(.*?)</tr>', r.text, re.S).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    removed = re.fullmatch(r"(\d+): (.*)", cells[6].strip(), re.S)
+    assert removed, cells[6]
+    links = re.findall(r'<a href="([^"]+)">([^<]+)</a>', removed.group(2))
+    assert [step for _, step in links] == ["b", "c"]
+    on_step = {step: list_count(c, html.unescape(href)) for href, step in links}
+    assert on_step == {"b": 2, "c": 1}  # runs 2 and 3 at b, run 1 at c
+    assert sum(on_step.values()) == int(removed.group(1)) == 3
+    b_list = c.get(html.unescape(links[0][0])).text
+    assert set(re.findall(r'href="/workflows/([0-9a-f-]{36})"', b_list)) == {runs[2], runs[3]}
+    # Need attention: runs 4 (paused at a) and 2 (paused at b); the attention page of the class
+    # shows as many runs in its groups.
+    attention_href, shown = re.search(r'<a href="([^"]+)">([\d,]+)</a>', cells[2]).groups()
+    groups = c.get(html.unescape(attention_href))
+    assert groups.status_code == 200
+    body = re.search(r"<tbody>(.*?)</tbody>", groups.text, re.S).group(1)
+    in_groups = [
+        int(n.replace(",", "")) for n in re.findall(r'<td class="num">([\d,]+)</td>', body)
+    ]
+    assert sum(in_groups) == int(shown) == 2 and len(in_groups) == 2
