@@ -11,12 +11,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -76,24 +77,36 @@ def test_http_refuses_to_start_with_an_empty_token(db_url):
     assert "PGBUS_MCP_TOKEN is set but empty" in p.stderr and "Traceback" not in p.stderr
 
 
-async def test_stdio_serves_with_a_matching_token(db_url, conn):
-    run = paused_run(conn)
+@contextlib.asynccontextmanager
+async def stdio(db_url: str, log: Path, **env: str) -> AsyncIterator[Client]:
+    """The official client on `pgbus mcp` over stdio; the server's stderr goes to `log`."""
     params = StdioServerParameters(
-        command=PGBUS[0],
-        args=[*PGBUS[1:], "mcp"],
-        env=env_for(
-            db_url,
-            PGBUS_MCP_TOKEN="s3cret",
-            PGBUS_MCP_AUTH_TOKEN="s3cret",
-            PGBUS_MCP_WRITE_TOOLS="true",
-        ),
+        command=PGBUS[0], args=[*PGBUS[1:], "mcp"], env=env_for(db_url, **env)
     )
-    async with Client(params) as c:
+    with log.open("w") as err:
+        async with Client(stdio_client(params, errlog=err)) as c:
+            yield c
+
+
+async def test_stdio_serves_with_a_matching_token(db_url, conn, tmp_path):
+    run = paused_run(conn)
+    log = tmp_path / "stderr.log"
+    tokens = {"PGBUS_MCP_TOKEN": "s3cret", "PGBUS_MCP_AUTH_TOKEN": "s3cret"}
+    async with stdio(db_url, log, **tokens, PGBUS_MCP_WRITE_TOOLS="true") as c:
         health = await c.call_tool("pgbus_health", {})
         assert not health.is_error and health.structured_content["status"] in ("OK", "DEGRADED")
         r = await c.call_tool("pgbus_workflow_cancel", {"workflow_id": str(run), "reason": "stdio"})
         assert r.structured_content["ok"]
     assert events(conn, run)[-1] == ("cancelled", "mcp:mcp", "stdio")
+    # The server said at its start that the write tools are on; off, it neither says so nor
+    # lists them.
+    said = log.read_text()
+    assert "pgbus MCP: workflow write tools are ON (mcp_write_tools)" in said
+    assert "Traceback" not in said
+    async with stdio(db_url, log) as c:
+        listed = {t.name for t in (await c.list_tools()).tools}
+    assert not WRITE_TOOLS & listed and "pgbus_workflow" in listed
+    assert "write tools are ON" not in log.read_text()
 
 
 def free_port() -> int:

@@ -190,6 +190,45 @@ async def test_refusals_change_nothing(db_url, conn):
     assert events(conn, run) == before and status(conn, run) == "paused"
 
 
+async def test_a_signal_name_or_key_over_255_characters_is_refused_by_the_schema(db_url, conn):
+    """The signal's name and idempotency key: 255 characters are taken, 256 are a tool error
+    (the tool's schema) that delivers nothing."""
+    run = waiting_run(conn)
+    before = events(conn, run)
+
+    def signals() -> list[tuple[int, int | None]]:
+        return conn.execute(
+            "SELECT length(name), length(idempotency_key) FROM pgbus.workflow_signals"
+            " WHERE workflow_id = %s",
+            (run,),
+        ).fetchall()
+
+    async with client(db_url, write_tools=True) as c:
+        for args in (
+            {"name": "n" * 256},
+            {"name": "n" * 256, "idempotency_key": "k"},
+            {"name": "n", "idempotency_key": "k" * 256},
+        ):
+            res = await c.call_tool(
+                "pgbus_workflow_signal",
+                {"workflow_id": str(run), "payload": {}, "reason": "r", **args},
+            )
+            assert res.is_error and res.structured_content is None, args
+            assert "255" in res.content[0].text, args
+        assert signals() == [] and events(conn, run) == before
+        r = await call(
+            c,
+            "pgbus_workflow_signal",
+            workflow_id=str(run),
+            name="n" * 255,
+            idempotency_key="k" * 255,
+            payload={},
+            reason="r",
+        )
+    assert r["ok"] and r["reason"] == "Signal delivered"
+    assert signals() == [(255, 255)] and status(conn, run) == "waiting"
+
+
 async def test_a_payload_over_the_limit_is_refused(db_url, conn):
     run = waiting_run(conn)
     conn.execute("SELECT pgbus.setting_set('workflow_max_payload_size', '300')")
