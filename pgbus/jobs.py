@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
@@ -52,7 +52,7 @@ class JobTransaction:
         # the stall threshold without one), so that a hung body holds no transaction open. With
         # `server_deadline` the server ends it then (statement and idle-in-transaction
         # timeouts: one more statement when it begins); else the worker's heartbeat does,
-        # later by up to a beat (take_overdue_backends).
+        # later by up to a beat (end_overdue).
         self.deadline: float | None = None
         self.server_deadline = False
 
@@ -116,14 +116,26 @@ class JobTransaction:
                 (ms, ms),
             )
         elif self.deadline is not None:
+            # (Its server process may go on to other work once this transaction ends: it is
+            # ended only while in a transaction begun before halfway to the deadline, which a
+            # later one, begun after this one ended, never is, whatever the clocks' skew up to
+            # half the time allowed.)
+            halfway = datetime.now(UTC) + timedelta(seconds=(self.deadline - time.monotonic()) / 2)
             with _watched_lock:
-                _watched[id(self)] = (self.deadline, conn.info.backend_pid)
+                _watched[id(self)] = Overdue(self.deadline, conn.info.backend_pid, halfway)
             self._stack.callback(_unwatch, id(self))
         return conn
 
 
-# Open transactions whose deadline the worker enforces: id -> (deadline, server process id).
-_watched: dict[int, tuple[float, int]] = {}
+@dataclasses.dataclass(frozen=True)
+class Overdue:
+    deadline: float  # time.monotonic()
+    pid: int  # the transaction's server process
+    begun_before: datetime  # the server's clock: its transaction began before this
+
+
+# Open transactions whose deadline the worker enforces, by id(JobTransaction).
+_watched: dict[int, Overdue] = {}
 _watched_lock = threading.Lock()
 
 
@@ -132,13 +144,21 @@ def _unwatch(key: int) -> None:
         _watched.pop(key, None)
 
 
-def take_overdue_backends() -> list[int]:
-    """The server processes of open job transactions past their deadline, to be ended (each
-    is answered once)."""
+def end_overdue(conn: psycopg.Connection) -> int:
+    """Ends (on `conn`) the server processes of open job transactions past their deadline,
+    each once, while still in the transaction watched; how many were past it."""
     now = time.monotonic()
     with _watched_lock:
-        overdue = [key for key, (deadline, _pid) in _watched.items() if deadline < now]
-        return [_watched.pop(key)[1] for key in overdue]
+        keys = [key for key, o in _watched.items() if o.deadline < now]
+        overdue = [_watched.pop(key) for key in keys]
+    if overdue:
+        conn.execute(
+            "SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a"
+            " JOIN unnest(%s::int[], %s::timestamptz[]) o(pid, begun_before) ON o.pid = a.pid"
+            " WHERE a.xact_start < o.begun_before",
+            ([o.pid for o in overdue], [o.begun_before for o in overdue]),
+        )
+    return len(overdue)
 
 
 T = TypeVar("T")

@@ -55,11 +55,11 @@ from pgbus.jobs import (
     JobTransaction,
     UnknownJobClass,
     current_transaction,
+    end_overdue,
     job_class,
     releasing_lost_reads,
     retry_policy,
     running_job,
-    take_overdue_backends,
 )
 from pgbus.migrate import require_migration
 from pgbus.processes import ProcessRecord, orphaned, orphaned_reason
@@ -498,7 +498,7 @@ class Worker:
 
     def _keep_visible(self) -> None:
         """The visibility heartbeat: running jobs' messages stay invisible while they run, and
-        transactions held open past their deadline are ended (jobs.take_overdue_backends)."""
+        transactions held open past their deadline are ended (jobs.end_overdue)."""
         every = max(self.vt / 3, 0.5)
         while not self._closed.wait(every):
             with self._lock:
@@ -509,16 +509,12 @@ class Worker:
                 continue
             try:
                 with pool().connection(timeout=SHORT_WAIT) as c:
-                    overdue = take_overdue_backends()
+                    overdue = end_overdue(c)
                     if overdue:
                         log.warning(
-                            "steps running past the stall threshold: %d; ending their"
-                            " transactions (nothing they did commits)",
-                            len(overdue),
-                        )
-                        c.execute(
-                            "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid",
-                            (overdue,),
+                            "steps running past the stall threshold: %d; their transactions"
+                            " ended (nothing they did commits)",
+                            overdue,
                         )
                     for q, ids in by_queue.items():
                         c.execute(

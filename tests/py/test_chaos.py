@@ -422,7 +422,7 @@ def test_a_hung_step_past_its_timeout_holds_no_transaction_and_commits_nothing(
         ).fetchone()
     assert attempt == ("stalled", "pgbus.StepStalled")
     if limit == "stall_threshold":
-        assert "steps running past the stall threshold: 1; ending" in worker.output()
+        assert "steps running past the stall threshold: 1; their transactions" in worker.output()
     time.sleep(0.5)
     with psycopg.connect(url) as c:
         assert c.execute("SELECT count(*) FROM effects").fetchone()[0] == 0

@@ -1,11 +1,16 @@
 """The worker's behaviour, with a real Worker running on a thread of the test process."""
 
+import dataclasses
+import time
+from datetime import UTC, datetime, timedelta
+
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
 import pgbus
 from pgbus.instrumentation import subscribe
+from pgbus.jobs import end_overdue
 from tests.py.sample_jobs import (
     EnqueueChild,
     EnqueueThenFail,
@@ -266,3 +271,58 @@ def test_a_step_that_cannot_begin_fails_alone(effects):
         )
     assert failure[0] == "pgbus.workflow.StepBeginFailed"
     assert "could not begin" in failure[1] and "22P02" in failure[1]
+
+
+def test_an_overdue_transaction_is_ended_but_never_its_connections_next_one(db_url):
+    """jobs.end_overdue ends the server process of a watched job transaction past its
+    deadline, once, and only while that transaction is open: a connection that has gone on to
+    a later transaction (pooled, reused) is left alone; an ended transaction is not watched."""
+    from contextlib import ExitStack
+
+    from pgbus import jobs
+
+    pgbus.configure(database_url=db_url)
+
+    def watched() -> tuple[ExitStack, jobs.JobTransaction, psycopg.Connection]:
+        stack = ExitStack()
+        tx = jobs.JobTransaction(stack)
+        tx.deadline = time.monotonic() + 60
+        conn = tx.connection()
+        conn.execute("SELECT 1")
+        return stack, tx, conn
+
+    def past_deadline(tx: jobs.JobTransaction) -> None:
+        jobs._watched[id(tx)] = dataclasses.replace(jobs._watched[id(tx)], deadline=0)
+
+    def alive(pid: int) -> bool:
+        with psycopg.connect(db_url) as c:
+            return (
+                c.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()[0]
+                == 1
+            )
+
+    with psycopg.connect(db_url, autocommit=True) as beats:
+        hung_stack, hung_tx, hung = watched()
+        done_stack, done_tx, done = watched()
+        done_stack.close()  # ended in time: watched no more
+        assert id(done_tx) not in jobs._watched and id(hung_tx) in jobs._watched
+        assert end_overdue(beats) == 0  # not yet past its deadline
+        past_deadline(hung_tx)
+        assert end_overdue(beats) == 1
+        assert end_overdue(beats) == 0  # answered once
+        wait_until(lambda: not alive(hung.info.backend_pid), 5, what="the hung one ended")
+        with pytest.raises(psycopg.OperationalError):  # its commit: nothing commits
+            hung_stack.close()
+        assert done.closed or alive(done.info.backend_pid)
+
+        # A server process whose watched transaction ended, its connection in another one
+        # begun since: the entry, seen too late, does not end it.
+        with psycopg.connect(db_url) as reused:
+            reused.execute("SELECT 1")  # (a transaction begun now)
+            jobs._watched[-1] = jobs.Overdue(
+                0, reused.info.backend_pid, datetime.now(UTC) - timedelta(seconds=1)
+            )
+            assert end_overdue(beats) == 1
+            assert reused.execute("SELECT 1").fetchone() == (1,)
