@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -34,6 +35,40 @@ def left_in_queue(conn: psycopg.Connection, run: str) -> int:
             f"SELECT count(*) FROM pgmq.q_{queue} WHERE msg_id = ANY(%s)", (ids,)
         ).fetchone()[0]
     return total
+
+
+@contextmanager
+def bulk_held_at(db_url: str, c, verb: str, group: dict[str, str], oldest: str):
+    """Presses the attention page's bulk `verb` on `group` on a thread of its own while the test
+    holds `oldest`'s row lock (the bulk goes oldest first); yields, once the bulk waits on that
+    lock, a dict whose "r" is the press's response after the block. Leaving lets go of the lock
+    and waits for the press."""
+    gate = psycopg.connect(db_url)
+    gate.execute("SELECT 1 FROM pgbus.workflows WHERE workflow_id = %s FOR UPDATE", (oldest,))
+    out: dict = {}
+
+    def press():
+        out["r"] = post(c, f"/workflows/attention/{verb}", group, page="/workflows/attention")
+
+    t = threading.Thread(target=press)
+    t.start()
+    try:
+        with psycopg.connect(db_url, autocommit=True) as probe:
+            wait_until(
+                lambda: (
+                    probe.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND wait_event_type = 'Lock' AND query LIKE '%workflow_attention_act%'"
+                    ).fetchone()[0]
+                    == 1
+                ),
+                what=f"the bulk {verb} waiting on the oldest run",
+            )
+        yield out
+    finally:
+        gate.rollback()
+        gate.close()
+        t.join(30)
 
 
 def attempt_status(conn: psycopg.Connection, run: str, step: str) -> list[str]:
@@ -130,45 +165,19 @@ def test_bulk_cancel_races_a_worker_that_finishes_some_of_the_group(db_url, effe
     c = client(db_url)
     groups = c.get("/workflows/attention").text
     assert ThreeSteps.workflow_name in groups and "Overdue" in groups
-    gate = psycopg.connect(db_url)
-    gate.execute("SELECT 1 FROM pgbus.workflows WHERE workflow_id = %s FOR UPDATE", (ids[0],))
-    out = {}
-
-    def press():
-        out["r"] = post(
-            c,
-            "/workflows/attention/cancel",
-            {
-                "workflow_class": ThreeSteps.workflow_name,
-                "step_name": "one",
-                "stuck_reason": "overdue",
-                "error_class": "",
-            },
-            page="/workflows/attention",
-        )
-
-    t = threading.Thread(target=press)
-    t.start()
-    with psycopg.connect(db_url, autocommit=True) as probe:
+    group = {
+        "workflow_class": ThreeSteps.workflow_name,
+        "step_name": "one",
+        "stuck_reason": "overdue",
+        "error_class": "",
+    }
+    with bulk_held_at(db_url, c, "cancel", group, ids[0]) as out:
+        procs.append(worker_process(db_url))
         wait_until(
-            lambda: (
-                probe.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                    " AND wait_event_type = 'Lock' AND query LIKE '%workflow_attention_act%'"
-                ).fetchone()[0]
-                == 1
-            ),
-            what="the bulk cancel waiting on the oldest run",
+            lambda: all(r.status() == "finished" for r in runs[1:]),
+            timeout=60,
+            what="the worker finished the five other runs",
         )
-    procs.append(worker_process(db_url))
-    wait_until(
-        lambda: all(r.status() == "finished" for r in runs[1:]),
-        timeout=60,
-        what="the worker finished the five other runs",
-    )
-    gate.rollback()
-    gate.close()
-    t.join(30)
     assert out["r"].status_code == 303
     assert ("ok", "Cancelled 1; 5 had already moved on") in flash_text(c, "/workflows/attention")
     assert runs[0].status() == "cancelled"
@@ -207,47 +216,21 @@ def test_bulk_resume_races_a_worker_that_finishes_some_of_the_group(db_url, effe
     c = client(db_url)
     groups = c.get("/workflows/attention").text
     assert f'aria-label="Resume {Flaky.workflow_name} charge paused on an error"' in groups
-    gate = psycopg.connect(db_url)
-    gate.execute("SELECT 1 FROM pgbus.workflows WHERE workflow_id = %s FOR UPDATE", (order[0],))
-    out = {}
-
-    def press():
-        out["r"] = post(
-            c,
-            "/workflows/attention/resume",
-            {
-                "workflow_class": Flaky.workflow_name,
-                "step_name": "charge",
-                "stuck_reason": "paused_error",
-                "error_class": "TimeoutError",
-            },
-            page="/workflows/attention",
-        )
-
-    t = threading.Thread(target=press)
-    t.start()
-    with psycopg.connect(db_url, autocommit=True) as probe:
+    group = {
+        "workflow_class": Flaky.workflow_name,
+        "step_name": "charge",
+        "stuck_reason": "paused_error",
+        "error_class": "TimeoutError",
+    }
+    with bulk_held_at(db_url, c, "resume", group, order[0]) as out:
+        effects.execute("INSERT INTO effects (kind, key) VALUES ('fixed', 'now')")
+        for wid in order[3:]:
+            assert runs[wid].resume(actor="other", reason="fixed") == "ready"
         wait_until(
-            lambda: (
-                probe.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                    " AND wait_event_type = 'Lock' AND query LIKE '%workflow_attention_act%'"
-                ).fetchone()[0]
-                == 1
-            ),
-            what="the bulk resume waiting on the oldest run",
+            lambda: all(runs[w].status() == "finished" for w in order[3:]),
+            timeout=60,
+            what="the worker finished the three runs the other operator resumed",
         )
-    effects.execute("INSERT INTO effects (kind, key) VALUES ('fixed', 'now')")
-    for wid in order[3:]:
-        assert runs[wid].resume(actor="other", reason="fixed") == "ready"
-    wait_until(
-        lambda: all(runs[w].status() == "finished" for w in order[3:]),
-        timeout=60,
-        what="the worker finished the three runs the other operator resumed",
-    )
-    gate.rollback()
-    gate.close()
-    t.join(30)
     assert out["r"].status_code == 303
     assert ("ok", "Resumed 3; 3 had already moved on") in flash_text(c, "/workflows/attention")
     wait_until(
