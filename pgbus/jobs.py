@@ -122,20 +122,22 @@ class JobTransaction:
             # half the time allowed.)
             halfway = datetime.now(UTC) + timedelta(seconds=(self.deadline - time.monotonic()) / 2)
             with _watched_lock:
-                _watched[id(self)] = Overdue(self.deadline, conn.info.backend_pid, halfway)
+                _watched[id(self)] = WatchedTransaction(
+                    self.deadline, conn.info.backend_pid, halfway
+                )
             self._stack.callback(_unwatch, id(self))
         return conn
 
 
 @dataclasses.dataclass(frozen=True)
-class Overdue:
+class WatchedTransaction:
     deadline: float  # time.monotonic()
     pid: int  # the transaction's server process
     begun_before: datetime  # the server's clock: its transaction began before this
 
 
 # Open transactions whose deadline the worker enforces, by id(JobTransaction).
-_watched: dict[int, Overdue] = {}
+_watched: dict[int, WatchedTransaction] = {}
 _watched_lock = threading.Lock()
 
 

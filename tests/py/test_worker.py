@@ -321,7 +321,7 @@ def test_an_overdue_transaction_is_ended_but_never_its_connections_next_one(db_u
         # begun since: the entry, seen too late, does not end it.
         with psycopg.connect(db_url) as reused:
             reused.execute("SELECT 1")  # (a transaction begun now)
-            jobs._watched[-1] = jobs.Overdue(
+            jobs._watched[-1] = jobs.WatchedTransaction(
                 0, reused.info.backend_pid, datetime.now(UTC) - timedelta(seconds=1)
             )
             assert end_overdue(beats) == 1
