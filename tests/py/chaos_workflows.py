@@ -148,8 +148,7 @@ class WaitsForGo(pgbus.Workflow):
 
 def _heard(wf: pgbus.Workflow, exc: BaseException) -> str:
     """An exception policy's handler that leaves a trace (on a connection of its own)."""
-    conn = psycopg.connect(settings().dsn(), autocommit=True)
-    with conn:
+    with psycopg.connect(settings().dsn(), autocommit=True) as conn:
         conn.execute("INSERT INTO effects (kind, key) VALUES ('policy', %s)", (type(exc).__name__,))
     return "skip"
 

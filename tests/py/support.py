@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
+
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
@@ -46,6 +48,20 @@ def count_effects(conn: Any, kind: str, key: str | None = None) -> int:
     return conn.execute(
         "SELECT count(*) FROM effects WHERE kind = %s AND key = %s", (kind, key)
     ).fetchone()[0]
+
+
+def statuses(url: str) -> dict[str, int]:
+    """How many workflow runs are in each status."""
+    with psycopg.connect(url) as c:
+        return dict(
+            c.execute("SELECT status, count(*) FROM pgbus.workflows GROUP BY status").fetchall()
+        )
+
+
+def settled(url: str, total: int) -> bool:
+    """Whether all `total` runs have ended or paused (nothing more will move them alone)."""
+    s = statuses(url)
+    return s.get("finished", 0) + s.get("paused", 0) + s.get("cancelled", 0) == total
 
 
 @contextmanager
@@ -204,7 +220,7 @@ def private_server() -> Iterator[PrivateServer]:
     server = PrivateServer()
     try:
         migrate.migrate(server.url)
-        with __import__("psycopg").connect(server.url, autocommit=True) as c:
+        with psycopg.connect(server.url, autocommit=True) as c:
             c.execute(
                 "CREATE TABLE effects (id bigserial PRIMARY KEY, kind text NOT NULL,"
                 " key text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())"

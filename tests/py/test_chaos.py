@@ -22,7 +22,7 @@ import pytest
 import pgbus
 from pgbus.db import close_pool
 from tests.py.pg_proxy import PgProxy
-from tests.py.support import Process, wait_until, worker_process
+from tests.py.support import Process, settled, statuses, wait_until, worker_process
 from tests.py.throwaway_cluster import ThrowawayCluster
 
 CHAOS = ("--import", "tests.py.chaos_workflows")
@@ -57,13 +57,6 @@ def start_runs(n: int, **arguments) -> list[str]:
     return [str(Chaos.start(**arguments).workflow_id) for _ in range(n)]
 
 
-def statuses(url: str) -> dict[str, int]:
-    with psycopg.connect(url) as c:
-        return dict(
-            c.execute("SELECT status, count(*) FROM pgbus.workflows GROUP BY status").fetchall()
-        )
-
-
 def duplicates(url: str) -> list[tuple]:
     with psycopg.connect(url) as c:
         return c.execute(
@@ -78,11 +71,6 @@ def paused_why(url: str) -> list[tuple]:
             "SELECT current_step, current_step_status, current_attempt, current_error_class,"
             " current_error_message FROM pgbus.workflow_runs_overview WHERE status = 'paused'"
         ).fetchall()
-
-
-def settled(url: str, total: int) -> bool:
-    s = statuses(url)
-    return s.get("finished", 0) + s.get("paused", 0) + s.get("cancelled", 0) == total
 
 
 def chaos_worker(url: str, threads: int = 4, env: dict[str, str] | None = None) -> Process:

@@ -8,7 +8,14 @@ import psycopg.sql
 import pytest
 
 from tests.py.sample_workflows import SignupWorkflow, Slow, ThreeSteps, User
-from tests.py.support import count_effects, private_server, wait_until, worker_process
+from tests.py.support import (
+    count_effects,
+    private_server,
+    settled,
+    statuses,
+    wait_until,
+    worker_process,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -136,22 +143,12 @@ def test_postgres_restart_mid_load(procs):
                 worker_process(server.url, "--threads", "3", env=fast),
             ]
 
-            def statuses():
-                with psycopg.connect(server.url) as c:
-                    return dict(
-                        c.execute(
-                            "SELECT status, count(*) FROM pgbus.workflows GROUP BY status"
-                        ).fetchall()
-                    )
-
-            wait_until(lambda: statuses().get("finished", 0) >= 30, timeout=60, what="progress")
-            server.restart()
             wait_until(
-                lambda: statuses().get("finished", 0) + statuses().get("paused", 0) == 300,
-                timeout=180,
-                what="all 300 runs settled",
+                lambda: statuses(server.url).get("finished", 0) >= 30, timeout=60, what="progress"
             )
-            assert statuses() == {"finished": 300}
+            server.restart()
+            wait_until(lambda: settled(server.url, 300), timeout=180, what="all 300 runs settled")
+            assert statuses(server.url) == {"finished": 300}
             with psycopg.connect(server.url) as c:
                 assert (
                     c.execute(
